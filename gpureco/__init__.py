@@ -1,0 +1,10 @@
+"""gpureco: fast, exactly-defined evaluation of implicit-feedback recommender systems.
+
+See docs/metrics.md for the definition of every metric, the tie rule and the NaN rules.
+"""
+from ._api import calc_reco_metrics
+from ._metrics import NAN_REASONS
+from ._split import split_reco_train_test
+
+__all__ = ["calc_reco_metrics", "split_reco_train_test", "NAN_REASONS"]
+__version__ = "0.1.0"

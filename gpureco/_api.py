@@ -1,0 +1,181 @@
+"""calc_reco_metrics: recometrics' function of that name, with the definitions of docs/metrics.md."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from . import _validation as v
+from ._backend import resolve_device
+from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, nan_report, warn_nan
+from ._metrics import GAINS, METRICS
+
+
+def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, precision=True,
+                      trunc_precision=False, recall=False, average_precision=True,
+                      trunc_average_precision=False, ndcg=True, hit=False, rr=False, roc_auc=False,
+                      pr_auc=False, all_metrics=False, rename_k=True, break_ties_with_noise=False,
+                      min_pos_test=1, min_items_pool=2, consider_cold_start=True, cumulative=False,
+                      nthreads=-1, seed=1, device="auto", *, gain="linear", batch_size=None,
+                      max_memory=DEFAULT_MAX_MEMORY):
+    r"""Per-user ranking metrics of a factor model, as recometrics computes them (with its bugs fixed).
+
+    For every user (row of ``X_test``), every item not in that user's row of ``X_train`` (the
+    *pool*) is ranked by descending score :math:`s_{ui} = a_u \cdot b_i (+ \text{bias}_i)`;
+    ties go to the lower item index (or to a seeded random key per (user, item) with
+    ``break_ties_with_noise=True``). The stored entries of ``X_test`` are the relevant items,
+    their values the NDCG gains. With :math:`h_i = 1` when the item at rank *i* is relevant,
+    :math:`T` the test items and :math:`P@i = \frac{1}{i}\sum_{j \le i} h_j`:
+
+    .. math::
+        P@K = \tfrac{1}{K}\sum_{i \le K} h_i,\quad TP@K = \tfrac{1}{\min(K,|T|)}\sum_{i \le K} h_i,\quad
+        R@K = \tfrac{1}{|T|}\sum_{i \le K} h_i,\quad AP@K = \tfrac{1}{|T|}\sum_{i \le K} h_i P@i,\quad
+        TAP@K = \tfrac{1}{\min(K,|T|)}\sum_{i \le K} h_i P@i,
+
+        NDCG@K = \frac{\sum_{i \le K} g_i / \log_2(i+1)}{\text{IDCG@K}},\quad
+        Hit@K = [\textstyle\sum_{i \le K} h_i > 0],\quad RR@K = 1/\text{rank of the first hit (0 if > K)},
+
+        ROC\_AUC = 1 - \frac{\sum_{p \in T} \text{rank}_p - |T|(|T|+1)/2}{|T|\, n_{neg}},\quad
+        PR\_AUC = \tfrac{1}{|T|}\sum_{p \in T} P@\text{rank}_p .
+
+    IDCG@K sums the user's positive gains in descending order over the first K positions.
+
+    Parameters
+    ----------
+    X_train : sparse matrix or array-like of shape (n_users, n_items), or None
+        Training interactions; stored non-zero entries are excluded from the ranking.
+        None means no training data (every user is cold-start and counted as such).
+    X_test : sparse matrix or array-like of shape (n_users, n_items)
+        Held-out interactions; values are the NDCG gains.
+    A : ndarray of shape (n_users, n_factors), or None
+    B : ndarray of shape (n_items, n_factors), or None
+        Factors; float32 when both are float32 (scores in float32), else float64. Both None
+        with ``item_biases`` evaluates a non-personalised model.
+    k : int, default=5
+        The cut-off K, in [1, n_items].
+    item_biases : ndarray of shape (n_items,), default=None
+        Added to every user's scores.
+    as_df : bool, default=True
+        A DataFrame with one row per user, or (False) a dict of arrays keyed ``"P@K"``, ...,
+        plus ``"K"``; 2-d arrays (n_users, k) with ``cumulative=True``.
+    precision, trunc_precision, recall, average_precision, trunc_average_precision, ndcg, hit, rr, roc_auc, pr_auc : bool
+        Which metrics (P@K, TP@K, R@K, AP@K, TAP@K, NDCG@K, Hit@K, RR@K, ROC_AUC, PR_AUC).
+    all_metrics : bool, default=False
+        All ten.
+    rename_k : bool, default=True
+        Name the DataFrame columns ``P@5`` rather than ``P@K``.
+    break_ties_with_noise : bool, default=False
+        Break score ties by a seeded counter-based random key per (user, item) instead of by
+        item index; still independent of batching, threads and device.
+    min_pos_test : int, default=1
+        Users with fewer test items get NaN.
+    min_items_pool : int, default=2
+        Users with fewer pool items get NaN.
+    consider_cold_start : bool, default=True
+        Evaluate users without training items (else NaN).
+    cumulative : bool, default=False
+        Every @K metric at every cut-off 1..k (columns ``P@1`` ... ``P@k``); each equals the
+        non-cumulative value at that cut-off.
+    nthreads : int, default=-1
+        Threads for the ranking (negative: as joblib, -1 = all cores).
+    seed : int, Generator or RandomState, default=1
+        Seed of the tie-breaking keys (used with ``break_ties_with_noise=True``).
+    device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
+        Where to evaluate; this version has the CPU engine only.
+    gain : {"linear", "exponential", "binary"}, default="linear"
+        NDCG gain of a test value g: g, 2**g - 1, or [g > 0].
+    batch_size : int, default=None
+        Users per score block; by default as many as fit in ``max_memory``.
+    max_memory : int, default=256 MiB
+        Bytes for one block of scores (batch_size * n_items * itemsize).
+
+    Returns
+    -------
+    DataFrame of shape (n_users, n_columns), or dict of ndarrays
+        float64 values; the DataFrame's ``attrs["nan_reasons"]`` holds the NaN counts by rule.
+
+    Notes
+    -----
+    A user's metrics are NaN when (rules of docs/metrics.md): (1) it has fewer than
+    max(1, min_pos_test) test items; (2) its pool is smaller than min_items_pool; (3) it has
+    no training items and consider_cold_start=False; (4) a score in its pool is NaN or
+    infinite; (5) every pool score is equal; (6) every pool item is a test item (all metrics
+    but NDCG); (7) the pool holds at most K items (P, TP, R and Hit only); (8) no test value
+    is positive (NDCG only). One RuntimeWarning gives the counts. Unlike recometrics,
+    gpureco honours min_pos_test > 1, computes the AUCs, AP, NDCG and RR when the pool is
+    smaller than K, and its cumulative NDCG equals the single-K value.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, gpureco
+    >>> X_train = sp.csr_array(np.array([[1, 0, 0, 0], [0, 1, 0, 0]]))
+    >>> X_test = sp.csr_array(np.array([[0, 1, 0, 1], [0, 0, 1, 0]]))
+    >>> A = np.array([[1.0], [1.0]]); B = np.array([[0.0], [4.0], [3.0], [2.0]])
+    >>> gpureco.calc_reco_metrics(X_train, X_test, A, B, k=2, average_precision=False)
+       P@2    NDCG@2
+    0  0.5  0.613147
+    1  0.5  1.000000
+    """
+    if X_test is None:
+        raise ValueError("'X_test' is required; got None.")
+    X_test = v.as_csr(X_test, "X_test")
+    if not np.all(np.isfinite(X_test.data)):
+        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
+                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
+    n_users, n_items = X_test.shape
+    if X_train is None:
+        X_train = sp.csr_array((n_users, n_items))
+    X_train = v.as_csr(X_train, "X_train", shape=X_test.shape)
+    A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items)
+    k = v.check_int(k, "k", low=1, high=n_items)
+    flags = dict(precision=precision, trunc_precision=trunc_precision, recall=recall,
+                 average_precision=average_precision, trunc_average_precision=trunc_average_precision,
+                 ndcg=ndcg, hit=hit, rr=rr, roc_auc=roc_auc, pr_auc=pr_auc)
+    names = [m.column for m in METRICS if all_metrics or bool(flags[m.flag])]
+    if not names:
+        raise ValueError("No metric selected: set at least one of " + ", ".join(f"{f}=True" for f in flags)
+                         + ", or all_metrics=True.")
+    min_pos_test = v.check_int(min_pos_test, "min_pos_test", low=0)
+    min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
+    nthreads = v.resolve_nthreads(nthreads)
+    seed = v.check_seed(seed)
+    v.check_choice(gain, "gain", GAINS)
+    if batch_size is not None:
+        batch_size = v.check_int(batch_size, "batch_size", low=1)
+    max_memory = v.check_int(max_memory, "max_memory", low=1)
+    resolve_device(device)
+    v.check_disjoint(X_train, X_test)
+
+    problem = Problem(X_train, X_test, A, B, item_biases, A.dtype if A is not None else item_biases.dtype,
+                      seed, bool(break_ties_with_noise))
+    cutoffs = np.arange(1, k + 1) if cumulative else np.array([k])
+    values, reason = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
+                              consider_cold_start=bool(consider_cold_start), nthreads=nthreads, gain=gain,
+                              batch_size=batch_size, max_memory=max_memory)
+    n_test = np.diff(X_test.indptr)
+    has_positive = np.bincount(np.repeat(np.arange(n_users), n_test), weights=X_test.data > 0, minlength=n_users) > 0
+    counts = nan_report(values, reason, n_items - np.diff(X_train.indptr), n_test, has_positive, k)
+    warn_nan(counts, n_users)
+    return _format(values, k, as_df, cumulative, rename_k, counts)
+
+
+def _format(values, k, as_df, cumulative, rename_k, counts):
+    """recometrics' output layouts: dict of arrays, or a DataFrame with its column names."""
+    if not cumulative:
+        values = {name: a[:, 0] if a.ndim == 2 else a for name, a in values.items()}
+    if not as_df:
+        return {**values, "K": k}
+    if cumulative:
+        columns = {}
+        for name, a in values.items():
+            if a.ndim == 1:
+                columns[name] = a
+            else:
+                columns.update({re.sub("@K$", f"@{i + 1}", name): a[:, i] for i in range(a.shape[1])})
+    else:
+        columns = {re.sub("@K$", f"@{k}", name) if rename_k else name: a for name, a in values.items()}
+    df = pd.DataFrame(columns)
+    df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
+    return df

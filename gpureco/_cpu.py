@@ -1,0 +1,47 @@
+"""The CPU backend: score blocks by BLAS, ranks by the one-pass kernel in _cpu_ranks.pyx."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._cpu_ranks import rank_test_items
+
+
+class CpuRanking:
+    """Ranks, pool minimum, maximum and non-finite flag for every evaluated user."""
+
+    def __init__(self, n_users, nnz_test):
+        self.ranks = np.zeros(nnz_test, dtype=np.int64)
+        self.pool_min = np.full(n_users, np.nan)
+        self.pool_max = np.full(n_users, np.nan)
+        self.nonfinite = np.zeros(n_users, dtype=np.uint8)
+
+
+def score_block(A, B, item_biases, users):
+    """Scores of `users` for every item: A[users] @ B.T (+ item_biases), C-contiguous."""
+    if A is None:
+        return np.tile(item_biases, (users.shape[0], 1))
+    scores = A[users] @ B.T
+    if item_biases is not None:
+        scores += item_biases
+    return scores
+
+
+def rank_users(problem, users, batch_size, nthreads):
+    """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time."""
+    result = CpuRanking(problem.n_users, problem.X_test.nnz)
+    train, test = problem.X_train, problem.X_test
+    with ThreadPoolExecutor(max_workers=nthreads) as pool:
+        for begin in range(0, users.shape[0], batch_size):
+            batch = users[begin: begin + batch_size]
+            scores = score_block(problem.A, problem.B, problem.item_biases, batch)
+            bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
+            jobs = [pool.submit(rank_test_items, scores, batch, train.indptr, train.indices,
+                                test.indptr, test.indices, result.ranks, result.pool_min,
+                                result.pool_max, result.nonfinite, problem.seed,
+                                problem.break_ties_with_noise, int(lo), int(hi))
+                    for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+            for job in jobs:
+                job.result()
+    return result

@@ -1,0 +1,82 @@
+"""The evaluation engine: validated problem in, per-user metrics and NaN reasons out.
+
+Backend-independent: a backend only has to rank the test items of the evaluated users and
+report their pool statistics; the metrics are computed from those by _metrics.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _cpu
+from ._metrics import NAN_REASONS, metrics_from_ranks, nan_reasons
+
+DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of score block per batch
+
+
+@dataclass
+class Problem:
+    X_train: object  # canonical CSR (see _validation.as_csr)
+    X_test: object
+    A: np.ndarray | None
+    B: np.ndarray | None
+    item_biases: np.ndarray | None
+    dtype: type
+    seed: int
+    break_ties_with_noise: bool
+
+    @property
+    def n_users(self):
+        return self.X_test.shape[0]
+
+    @property
+    def n_items(self):
+        return self.X_test.shape[1]
+
+
+def batch_size_for(n_items, itemsize, max_memory, batch_size=None):
+    """Users per score block: `batch_size` if given, else as many as fit in `max_memory` bytes."""
+    if batch_size is not None:
+        return batch_size
+    return max(1, int(max_memory // max(1, n_items * itemsize)))
+
+
+def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_cold_start,
+             nthreads, gain="linear", batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
+    """({name: per-user values}, per-user NaN reason 1-5 or 0) for the registry `names`."""
+    n_test = np.diff(problem.X_test.indptr)
+    n_train = np.diff(problem.X_train.indptr)
+    n_pool = problem.n_items - n_train
+    no_scores = np.zeros(problem.n_users)
+    reason = nan_reasons(np, n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
+                         min_pos_test, min_items_pool, consider_cold_start)
+    users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
+    rows = batch_size_for(problem.n_items, np.dtype(problem.dtype).itemsize, max_memory, batch_size)
+    ranking = _cpu.rank_users(problem, users, rows, nthreads)
+    reason = nan_reasons(np, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
+                         ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
+    values = metrics_from_ranks(np, ranking.ranks, problem.X_test.data.astype(np.float64), n_test, n_pool,
+                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=gain)
+    return values, reason
+
+
+def nan_report(values, reason, n_pool, n_test, has_positive, max_k):
+    """Counts of users per NaN reason (whole-user rules 1-5, then partial rules 6-8)."""
+    counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
+    ok = reason == 0
+    counts[6] = int(np.sum(ok & (n_pool == n_test)))
+    counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if any(
+        name in values for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
+    counts[8] = int(np.sum(ok & ~has_positive)) if "NDCG@K" in values else 0
+    return {code: n for code, n in counts.items() if n}
+
+
+def warn_nan(counts, n_users):
+    if not counts:
+        return
+    whole = sum(n for code, n in counts.items() if code <= 5)
+    lines = [f"{n} users: {NAN_REASONS[code]} (rule {code})" for code, n in sorted(counts.items())]
+    warnings.warn(f"gpureco: {whole} of {n_users} users have NaN metrics, and some others NaN for some "
+                  f"metrics. By reason: {'; '.join(lines)}. See docs/metrics.md.", RuntimeWarning, stacklevel=3)

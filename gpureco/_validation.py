@@ -1,0 +1,159 @@
+"""Input checks and conversions: every error names the parameter, the expectation and the value."""
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def check_int(value, name, low=None, high=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"'{name}' must be an int; got {value!r} of type {type(value).__name__}.")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        rng = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ValueError(f"'{name}' must be an int in the range {rng}; got {value}.")
+    return value
+
+
+def check_fraction(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"'{name}' must be a float in (0, 1); got {value!r} of type {type(value).__name__}.")
+    if not 0.0 < float(value) < 1.0:
+        raise ValueError(f"'{name}' must be a float in the open interval (0, 1); got {value!r}.")
+    return float(value)
+
+
+def check_choice(value, name, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"'{name}' must be one of {', '.join(map(repr, choices))}; got {value!r}.")
+    return value
+
+
+def check_seed(seed):
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(np.iinfo(np.int32).max))
+    if isinstance(seed, np.random.RandomState):
+        return int(seed.randint(np.iinfo(np.int32).max))
+    return check_int(seed, "seed", low=0, high=2**64 - 1)
+
+
+def resolve_nthreads(nthreads):
+    """joblib's convention, as recometrics: a negative value n means cpu_count + 1 + n."""
+    nthreads = check_int(nthreads, "nthreads")
+    n_cpu = os.cpu_count() or 1
+    resolved = nthreads if nthreads > 0 else n_cpu + 1 + nthreads
+    if resolved < 1:
+        raise ValueError(f"'nthreads' must be >= 1, or negative as in joblib (-1 = all {n_cpu} cores); got {nthreads}.")
+    return resolved
+
+
+def _check_real_dtype(dtype, name):
+    if dtype.kind == "c":
+        raise TypeError(f"'{name}' must hold real numbers; got complex dtype {dtype}.")
+    if dtype.kind not in "biuf":
+        raise TypeError(f"'{name}' must hold numbers; got dtype {dtype}.")
+
+
+def _check_compressed_structure(X, name):
+    """CSR/CSC arrays built by hand are not range-checked by SciPy: check before converting."""
+    n_major, n_minor = (X.shape[0], X.shape[1]) if X.format == "csr" else (X.shape[1], X.shape[0])
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    what = "column" if X.format == "csr" else "row"
+    if indptr.shape != (n_major + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] > indices.size:
+        raise ValueError(f"'{name}' is not a valid {X.format.upper()} matrix: its indptr must start at 0, "
+                         f"be non-decreasing and end at most at nnz={indices.size}.")
+    indices = indices[: indptr[-1]]
+    bad = (indices < 0) | (indices >= n_minor)
+    if np.any(bad):
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"'{name}' has {int(bad.sum())} {what} indices outside [0, {n_minor - 1}] "
+                         f"(for example {int(indices[first])} at stored position {first}).")
+
+
+def as_csr(X, name, shape=None, values="float64"):
+    """A canonical copy of X: CSR, sorted indices, duplicates summed, stored zeros dropped,
+    int32 indices and int64 indptr. The caller's object is never modified.
+
+    values: "float64" converts the values; "float" keeps float32/float64 (else float64).
+    """
+    if sp.issparse(X):
+        _check_real_dtype(X.dtype, name)
+        if X.ndim != 2:
+            raise ValueError(f"'{name}' must be 2-dimensional; got shape {X.shape}.")
+        if X.format in ("csr", "csc"):
+            _check_compressed_structure(X, name)
+        X = sp.csr_array(X, copy=True)
+    else:
+        arr = np.asarray(X)
+        _check_real_dtype(arr.dtype, name)
+        if arr.ndim != 2:
+            raise ValueError(f"'{name}' must be a 2-dimensional matrix; got an array of shape {arr.shape}.")
+        X = sp.csr_array(arr)
+    if shape is not None and X.shape != tuple(shape):
+        raise ValueError(f"'{name}' must have shape {tuple(shape)}; got {X.shape}.")
+    if X.shape[1] > np.iinfo(np.int32).max:
+        raise ValueError(f"'{name}' has {X.shape[1]} columns; at most {np.iinfo(np.int32).max} items are supported.")
+    keep_float = values == "float" and X.dtype in (np.float32, np.float64)
+    X = X.astype(X.dtype if keep_float else np.float64, copy=False)
+    X.sum_duplicates()  # also sorts the indices
+    X.eliminate_zeros()
+    X.indices = X.indices.astype(np.int32, copy=False)
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    return X
+
+
+def as_factors(A, B, item_biases, n_users, n_items):
+    """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are."""
+    if (A is None) != (B is None):
+        raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
+                         f"'item_biases'); got A={'None' if A is None else 'an array'}, "
+                         f"B={'None' if B is None else 'an array'}.")
+    arrays = {}
+    for name, value, ndim in (("A", A, 2), ("B", B, 2), ("item_biases", item_biases, 1)):
+        if value is None:
+            continue
+        arr = np.asarray(value)
+        _check_real_dtype(arr.dtype, name)
+        if name == "item_biases" and arr.ndim == 2 and 1 in arr.shape:
+            arr = arr.reshape(-1)
+        if arr.ndim != ndim:
+            raise ValueError(f"'{name}' must be {ndim}-dimensional; got shape {arr.shape}.")
+        arrays[name] = arr
+    if not arrays:
+        raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
+    if "A" in arrays:
+        if arrays["A"].shape[0] != n_users:
+            raise ValueError(f"'A' must have one row per user of 'X_test' ({n_users}); got shape {arrays['A'].shape}.")
+        if arrays["B"].shape[0] != n_items:
+            raise ValueError(f"'B' must have one row per item of 'X_test' ({n_items}); got shape {arrays['B'].shape}.")
+        if arrays["A"].shape[1] != arrays["B"].shape[1]:
+            raise ValueError(f"'A' and 'B' must have the same number of factors (columns); "
+                             f"got A {arrays['A'].shape} and B {arrays['B'].shape}.")
+    if "item_biases" in arrays and arrays["item_biases"].shape[0] != n_items:
+        raise ValueError(f"'item_biases' must have one entry per item of 'X_test' ({n_items}); "
+                         f"got shape {arrays['item_biases'].shape}.")
+    single = "A" in arrays and arrays["A"].dtype == np.float32 and arrays["B"].dtype == np.float32
+    if "A" not in arrays:
+        single = arrays["item_biases"].dtype == np.float32
+    dtype = np.float32 if single else np.float64
+    return tuple(None if name not in arrays else np.ascontiguousarray(arrays[name], dtype=dtype)
+                 for name in ("A", "B", "item_biases"))
+
+
+def check_disjoint(X_train, X_test):
+    """A test item that is also a training item of the same user can never be ranked."""
+    n_items = X_test.shape[1]
+    train_keys = np.repeat(np.arange(X_train.shape[0], dtype=np.int64), np.diff(X_train.indptr)) * n_items + X_train.indices
+    test_keys = np.repeat(np.arange(X_test.shape[0], dtype=np.int64), np.diff(X_test.indptr)) * n_items + X_test.indices
+    if train_keys.size == 0 or test_keys.size == 0:
+        return
+    pos = np.minimum(np.searchsorted(train_keys, test_keys), train_keys.size - 1)
+    shared = train_keys[pos] == test_keys
+    if np.any(shared):
+        first = int(test_keys[np.flatnonzero(shared)[0]])
+        raise ValueError(f"'X_test' and 'X_train' share {int(shared.sum())} (user, item) pairs, for example "
+                         f"user {first // n_items}, item {first % n_items}; a test item must not be a "
+                         "training item of the same user (it could never be ranked).")
