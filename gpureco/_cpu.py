@@ -1,4 +1,11 @@
-"""The CPU backend: score blocks by BLAS, ranks by the one-pass kernel in _cpu_ranks.pyx."""
+"""The CPU backend: score blocks by BLAS, ranks by the one-pass kernel in _cpu_ranks.pyx.
+
+Scores are computed in float64 as B @ A[users].T (items x users) with at least two users
+per call. In that layout OpenBLAS's dgemm gives every user the same bits whatever the
+batch size, the user order and the thread count; sgemm, the users x items layout and
+one-user calls (gemv) do not (measured; tests/test_properties.py checks it). float32
+factors are widened exactly, so their scores are the float64 dot products.
+"""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -6,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._cpu_ranks import rank_test_items
+
+SCORE_DTYPE = np.float64
 
 
 class CpuRanking:
@@ -19,23 +28,29 @@ class CpuRanking:
 
 
 def score_block(A, B, item_biases, users):
-    """Scores of `users` for every item: A[users] @ B.T (+ item_biases), C-contiguous."""
+    """Scores of `users` for every item, as an (n_items, n_users) float64 C-contiguous block.
+
+    A, B and item_biases are float64 (A may be of any float type; its rows are widened).
+    """
     if A is None:
-        return np.tile(item_biases, (users.shape[0], 1))
-    scores = A[users] @ B.T
+        return np.repeat(item_biases[:, None], users.shape[0], axis=1)
+    rows = A[users if users.shape[0] > 1 else np.repeat(users, 2)].astype(SCORE_DTYPE)
+    scores = B @ rows.T
     if item_biases is not None:
-        scores += item_biases
-    return scores
+        scores += item_biases[:, None]
+    return scores if users.shape[0] > 1 else np.ascontiguousarray(scores[:, :1])
 
 
 def rank_users(problem, users, batch_size, nthreads):
     """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test = problem.X_train, problem.X_test
+    B = None if problem.B is None else problem.B.astype(SCORE_DTYPE, copy=False)
+    biases = None if problem.item_biases is None else problem.item_biases.astype(SCORE_DTYPE, copy=False)
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            scores = score_block(problem.A, problem.B, problem.item_biases, batch)
+            scores = score_block(problem.A, B, biases, batch)
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
             jobs = [pool.submit(rank_test_items, scores, batch, train.indptr, train.indices,
                                 test.indptr, test.indices, result.ranks, result.pool_min,

@@ -30,10 +30,6 @@ cdef extern from *:
     """
     uint64_t gpureco_tie_key(uint64_t seed, uint64_t user, uint64_t item, int noise) noexcept nogil
 
-ctypedef fused score_t:
-    float
-    double
-
 ctypedef struct TestEntry:
     double score
     uint64_t key
@@ -54,14 +50,14 @@ cdef int outranks_cmp(const void* a, const void* b) noexcept nogil:
     return 0
 
 
-cdef void rank_one_user(const score_t* row, int64_t n_items,
+cdef void rank_one_user(const double* row, int64_t n_items,
                         const int32_t* train_idx, int64_t n_train,
                         const int32_t* test_idx, int64_t n_test, int64_t first_entry,
                         uint64_t seed, uint64_t user, int noise,
                         TestEntry* tests, int64_t* cnt, int64_t* ranks,
                         double* pool_min, double* pool_max, uint8_t* nonfinite) noexcept nogil:
     cdef int64_t t, j, start, stop, lo, hi, mid, i, running
-    cdef score_t v, mn = INFINITY, mx = -INFINITY
+    cdef double v, mn = INFINITY, mx = -INFINITY
     cdef int has_nan = 0
     cdef double s, worst_score
     cdef uint64_t key, worst_key
@@ -121,41 +117,59 @@ cdef void rank_one_user(const score_t* row, int64_t n_items,
         ranks[tests[i].entry] = running
 
 
-def rank_test_items(const score_t[:, ::1] scores, const int64_t[::1] users,
+cdef enum:
+    GROUP = 8  # users transposed together: one 64-byte cache line of float64 scores
+
+
+def rank_test_items(const double[:, ::1] scores_by_item, const int64_t[::1] users,
                     const int64_t[::1] train_indptr, const int32_t[::1] train_indices,
                     const int64_t[::1] test_indptr, const int32_t[::1] test_indices,
                     int64_t[::1] ranks, double[::1] pool_min, double[::1] pool_max,
                     uint8_t[::1] nonfinite, uint64_t seed, bint noise,
-                    int64_t row_begin, int64_t row_end):
-    """Rank the test items of users[row_begin:row_end], whose scores are those rows of `scores`.
+                    int64_t col_begin, int64_t col_end):
+    """Rank the test items of users[col_begin:col_end], whose scores are those columns of
+    `scores_by_item` (n_items x batch: the layout in which BLAS gives every user the same
+    numbers whatever the batch, see _cpu.score_block).
 
     Indptr and indices are the whole CSR arrays (indices sorted within rows); results are
     written at the users' own positions in `ranks` (one per test entry) and in the pool
     statistics (one per user). Runs without the GIL, so threads may share a batch.
     """
-    cdef int64_t r, u, n_items = scores.shape[1], max_test = 0
+    cdef int64_t c, g, j, u, n_group, n_items = scores_by_item.shape[0], batch = scores_by_item.shape[1]
+    cdef int64_t max_test = 0
     cdef TestEntry* tests
     cdef int64_t* cnt
-    for r in range(row_begin, row_end):
-        u = users[r]
+    cdef double* rows
+    for c in range(col_begin, col_end):
+        u = users[c]
         max_test = max(max_test, test_indptr[u + 1] - test_indptr[u])
     with nogil:
         tests = <TestEntry*>malloc((max_test + 1) * sizeof(TestEntry))
         cnt = <int64_t*>malloc((max_test + 1) * sizeof(int64_t))
-        if tests == NULL or cnt == NULL:
+        rows = <double*>malloc(GROUP * n_items * sizeof(double))
+        if tests == NULL or cnt == NULL or rows == NULL:
             free(tests)
             free(cnt)
+            free(rows)
             with gil:
-                raise MemoryError("gpureco: no memory for %d test items" % max_test)
-        for r in range(row_begin, row_end):
-            u = users[r]
-            rank_one_user(&scores[r, 0], n_items,
-                          &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
-                          &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
-                          test_indptr[u], seed, <uint64_t>u, noise, tests, cnt, &ranks[0],
-                          &pool_min[u], &pool_max[u], &nonfinite[u])
+                raise MemoryError("gpureco: no memory for the ranking buffers (%d items)" % n_items)
+        c = col_begin
+        while c < col_end:
+            n_group = min(GROUP, col_end - c)
+            for j in range(n_items):  # transpose a cache line's worth of users
+                for g in range(n_group):
+                    rows[g * n_items + j] = scores_by_item[j, c + g]
+            for g in range(n_group):
+                u = users[c + g]
+                rank_one_user(rows + g * n_items, n_items,
+                              &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
+                              &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
+                              test_indptr[u], seed, <uint64_t>u, noise, tests, cnt, &ranks[0],
+                              &pool_min[u], &pool_max[u], &nonfinite[u])
+            c += GROUP
         free(tests)
         free(cnt)
+        free(rows)
 
 
 def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, bint noise):

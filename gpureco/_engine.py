@@ -13,7 +13,7 @@ import numpy as np
 from . import _cpu
 from ._metrics import NAN_REASONS, metrics_from_ranks, nan_reasons
 
-DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of score block per batch
+DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of one block of scores
 
 
 @dataclass
@@ -53,7 +53,7 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
     reason = nan_reasons(np, n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
     users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
-    rows = batch_size_for(problem.n_items, np.dtype(problem.dtype).itemsize, max_memory, batch_size)
+    rows = batch_size_for(problem.n_items, np.dtype(_cpu.SCORE_DTYPE).itemsize, max_memory, batch_size)
     ranking = _cpu.rank_users(problem, users, rows, nthreads)
     reason = nan_reasons(np, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
                          ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
