@@ -1,0 +1,30 @@
+import numpy as np
+import scipy.sparse as sp
+
+import pytest
+
+
+def random_problem(rng, n_users=40, n_items=30, n_factors=4, train_density=0.2, test_density=0.1,
+                   integer_factors=False, graded=False, dtype=np.float64):
+    """Disjoint random X_train / X_test (dense), factors; integer factors give many score ties."""
+    u = rng.random((n_users, n_items))
+    X_train = (u < train_density).astype(np.float64)
+    X_test = ((u >= train_density) & (u < train_density + test_density)).astype(np.float64)
+    if graded:
+        X_test *= rng.integers(1, 6, size=X_test.shape)
+    if integer_factors:
+        A = rng.integers(-2, 3, size=(n_users, n_factors)).astype(dtype)
+        B = rng.integers(-2, 3, size=(n_items, n_factors)).astype(dtype)
+    else:
+        A = rng.standard_normal((n_users, n_factors)).astype(dtype)
+        B = rng.standard_normal((n_items, n_factors)).astype(dtype)
+    return X_train, X_test, A, B
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+def to_csr(X):
+    return sp.csr_array(X)

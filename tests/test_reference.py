@@ -1,0 +1,164 @@
+"""The engine against the slow reference on random data, and hand-worked examples."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import gpureco
+from conftest import random_problem, to_csr
+from reference import NAMES, reference_metrics
+
+
+def engine(X_train, X_test, A, B, k, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=k, all_metrics=True,
+                                         as_df=False, **kw)
+
+
+def add_edge_cases(rng, X_train, X_test, A, B):
+    """Empty rows, cold-start users, tiny pools, pools of test items only, non-finite scores."""
+    n_users, n_items = X_test.shape
+    X_train[0], X_test[0] = 0, 0  # no data at all
+    X_train[1] = 0  # cold start
+    X_test[1, :3] = 1
+    X_train[2], X_test[2] = 1, 0  # tiny pool: two items, one a test item
+    X_train[2, :2] = 0
+    X_test[2, 0] = 2
+    X_train[3], X_test[3] = 1, 0  # pool of test items only
+    X_train[3, :3], X_test[3, :3] = 0, 1
+    A[4, 0] = np.nan  # NaN scores for one user
+    A[5, 0] = np.inf
+    A[6] = 0  # every score equal
+    X_test[7, :2] = 0
+    X_test[7, 2], X_train[7, 2] = -1, 0  # a negative gain
+    return X_train, X_test, A, B
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_matches_reference_on_random_data(case):
+    rng = np.random.default_rng(case)
+    X_train, X_test, A, B = random_problem(rng, n_users=30, n_items=int(rng.integers(8, 40)),
+                                           integer_factors=case % 2 == 0, graded=case % 3 == 0)
+    X_train, X_test, A, B = add_edge_cases(rng, X_train, X_test, A, B)
+    noise = case % 4 == 1
+    with np.errstate(invalid="ignore"):
+        scores = A @ B.T
+    for k in (1, 3, 10):
+        k = min(k, X_test.shape[1])
+        got = engine(X_train, X_test, A, B, k, break_ties_with_noise=noise, seed=case + 1)
+        want = reference_metrics(X_train, X_test, scores, k, noise=noise, seed=case + 1)
+        for name in NAMES:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-15, equal_nan=True,
+                                       err_msg=f"{name} k={k} case={case}")
+
+
+@pytest.mark.parametrize("min_pos_test,min_items_pool,consider_cold_start", [(1, 2, True), (3, 2, False), (2, 20, True)])
+def test_minimums_match_reference(rng, min_pos_test, min_items_pool, consider_cold_start):
+    X_train, X_test, A, B = random_problem(rng, n_users=40, n_items=25, integer_factors=True)
+    X_train[:5] = 0
+    kw = dict(min_pos_test=min_pos_test, min_items_pool=min_items_pool, consider_cold_start=consider_cold_start)
+    got = engine(X_train, X_test, A, B, 4, **kw)
+    want = reference_metrics(X_train, X_test, A @ B.T, 4, **kw)
+    for name in NAMES:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, equal_nan=True, err_msg=name)
+
+
+@pytest.mark.parametrize("gain", ["linear", "exponential", "binary"])
+def test_ndcg_gains_match_reference(rng, gain):
+    X_train, X_test, A, B = random_problem(rng, graded=True)
+    got = engine(X_train, X_test, A, B, 5, gain=gain)["NDCG@K"]
+    want = reference_metrics(X_train, X_test, A @ B.T, 5, gain=gain)["NDCG@K"]
+    np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+
+
+def test_float32_factors_rank_by_exact_products(rng):
+    X_train, X_test, A, B = random_problem(rng, dtype=np.float32)
+    got = engine(X_train, X_test, A, B, 5)
+    want = reference_metrics(X_train, X_test, A.astype(np.float64) @ B.astype(np.float64).T, 5)
+    for name in NAMES:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, equal_nan=True, err_msg=name)
+        assert got[name].dtype == np.float64
+
+
+def test_item_biases_and_non_personalised(rng):
+    X_train, X_test, A, B = random_problem(rng, integer_factors=True)
+    bias = rng.integers(-3, 4, size=X_test.shape[1]).astype(np.float64)
+    got = engine(X_train, X_test, A, B, 5, item_biases=bias)
+    want = reference_metrics(X_train, X_test, A @ B.T + bias, 5)
+    got_np = engine(X_train, X_test, None, None, 5, item_biases=bias)
+    want_np = reference_metrics(X_train, X_test, np.tile(bias, (X_test.shape[0], 1)), 5)
+    for name in NAMES:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(got_np[name], want_np[name], rtol=1e-12, equal_nan=True, err_msg=name)
+
+
+# --- hand-worked examples, from the formulas of docs/metrics.md -------------------------------
+
+def one_user(scores, train, test, k, **kw):
+    """Metrics of a single user given its scores directly (A = [[1]], B = scores as a column)."""
+    n = len(scores)
+    X_train = np.zeros((1, n))
+    X_train[0, list(train)] = 1
+    X_test = np.zeros((1, n))
+    for item, value in test.items():
+        X_test[0, item] = value
+    out = engine(X_train, X_test, np.ones((1, 1)), np.asarray(scores, float)[:, None], k, **kw)
+    return {name: out[name][0] for name in NAMES}
+
+
+def test_hand_worked_example():
+    # items 0..5, item 5 is a training item; ranking of the pool by score: 2, 0, 4, 1, 3
+    # test items 0 (value 3) and 3 (value 1) sit at ranks 2 and 5
+    m = one_user([0.9, 0.5, 1.0, 0.1, 0.7, 5.0], {5}, {0: 3.0, 3: 1.0}, k=3)
+    assert m["P@K"] == pytest.approx(1 / 3)
+    assert m["TP@K"] == pytest.approx(1 / 2)
+    assert m["R@K"] == pytest.approx(1 / 2)
+    assert m["AP@K"] == pytest.approx((1 / 2) / 2)  # one hit at rank 2: P@2 = 1/2
+    assert m["TAP@K"] == pytest.approx((1 / 2) / 2)
+    assert m["NDCG@K"] == pytest.approx((3 / math.log2(3)) / (3 / 1 + 1 / math.log2(3)))
+    assert m["Hit@K"] == 1.0
+    assert m["RR@K"] == pytest.approx(1 / 2)
+    # ranks 2 and 5 among 5 pool items, 3 negatives: 1 - ((2 + 5) - 3) / (2 * 3)
+    assert m["ROC_AUC"] == pytest.approx(1 - 4 / 6)
+    assert m["PR_AUC"] == pytest.approx((1 / 2 + 2 / 5) / 2)
+
+
+def test_ties_go_to_the_lower_item_index():
+    # all four tied at 1.0 but item 3 (lowest score 0): ranking 0, 1, 2, 3
+    m = one_user([1.0, 1.0, 1.0, 0.0], set(), {1: 1.0}, k=1)
+    assert m["P@K"] == 0.0 and m["RR@K"] == 0.0
+    m = one_user([1.0, 1.0, 1.0, 0.0], set(), {0: 1.0}, k=1)
+    assert m["P@K"] == 1.0
+    assert m["ROC_AUC"] == 1.0  # rank 1 of 4
+
+
+def test_perfect_and_worst_rankings():
+    perfect = one_user([4.0, 3.0, 2.0, 1.0, 0.0], set(), {0: 1.0, 1: 1.0}, k=2)
+    for name in ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC"):
+        assert perfect[name] == 1.0, name
+    worst = one_user([0.0, 1.0, 2.0, 3.0, 4.0], set(), {0: 1.0, 1: 1.0}, k=2)
+    assert worst["ROC_AUC"] == 0.0 and worst["P@K"] == 0.0 and worst["RR@K"] == 0.0
+    # ranks 4 and 5 of 5: PR_AUC = (1/4 + 2/5) / 2
+    assert worst["PR_AUC"] == pytest.approx((1 / 4 + 2 / 5) / 2)
+
+
+def test_nan_rules_by_hand():
+    # rule 7: a pool of k items makes P, TP, R and Hit NaN, the others are computed
+    m = one_user([3.0, 2.0, 1.0], set(), {1: 1.0}, k=3)
+    assert all(math.isnan(m[n]) for n in ("P@K", "TP@K", "R@K", "Hit@K"))
+    assert m["AP@K"] == pytest.approx(1 / 2) and m["ROC_AUC"] == pytest.approx(0.5)
+    # rule 6: every pool item is a test item: only NDCG
+    m = one_user([3.0, 2.0, 1.0], {2}, {0: 1.0, 1: 1.0}, k=1)
+    assert m["NDCG@K"] == 1.0 and all(math.isnan(m[n]) for n in NAMES if n != "NDCG@K")
+    # rule 8: no positive test value: NDCG NaN, the rest computed
+    m = one_user([3.0, 2.0, 1.0, 0.0], set(), {0: -1.0}, k=1)
+    assert math.isnan(m["NDCG@K"]) and m["P@K"] == 1.0
+    # rules 4 and 5: a non-finite or a constant pool makes everything NaN
+    for scores in ([np.nan, 1.0, 0.0], [np.inf, 1.0, 0.0], [2.0, 2.0, 2.0]):
+        m = one_user(scores, set(), {0: 1.0}, k=1)
+        assert all(math.isnan(v) for v in m.values()), scores
+    # a non-finite score of a training item does not count: it is not in the pool
+    m = one_user([np.nan, 1.0, 0.0], {0}, {1: 1.0}, k=1)
+    assert m["P@K"] == 1.0
