@@ -66,7 +66,7 @@ def nan_report(values, reason, n_pool, n_test, has_positive, max_k):
     """Counts of users per NaN reason (whole-user rules 1-5, then partial rules 6-8)."""
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
-    counts[6] = int(np.sum(ok & (n_pool == n_test)))
+    counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(values) - {"NDCG@K"} else 0
     counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if any(
         name in values for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
     counts[8] = int(np.sum(ok & ~has_positive)) if "NDCG@K" in values else 0
@@ -74,9 +74,11 @@ def nan_report(values, reason, n_pool, n_test, has_positive, max_k):
 
 
 def warn_nan(counts, n_users):
+    """One warning for the whole call, with the number of users under each NaN rule."""
     if not counts:
         return
     whole = sum(n for code, n in counts.items() if code <= 5)
-    lines = [f"{n} users: {NAN_REASONS[code]} (rule {code})" for code, n in sorted(counts.items())]
-    warnings.warn(f"gpureco: {whole} of {n_users} users have NaN metrics, and some others NaN for some "
-                  f"metrics. By reason: {'; '.join(lines)}. See docs/metrics.md.", RuntimeWarning, stacklevel=3)
+    lines = "; ".join(f"rule {code} ({NAN_REASONS[code]}): {n} user{'s' if n > 1 else ''}"
+                      for code, n in sorted(counts.items()))
+    warnings.warn(f"gpureco: {whole} of {n_users} users have every metric NaN. Users with NaN metrics, by rule "
+                  f"of docs/metrics.md: {lines}.", RuntimeWarning, stacklevel=3)

@@ -45,7 +45,7 @@ def resolve_nthreads(nthreads):
     nthreads = check_int(nthreads, "nthreads")
     n_cpu = os.cpu_count() or 1
     resolved = nthreads if nthreads > 0 else n_cpu + 1 + nthreads
-    if resolved < 1:
+    if nthreads == 0 or resolved < 1:
         raise ValueError(f"'nthreads' must be >= 1, or negative as in joblib (-1 = all {n_cpu} cores); got {nthreads}.")
     return resolved
 

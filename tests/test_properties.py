@@ -1,0 +1,80 @@
+"""Property tests: the numbers do not depend on batching, threads or user order; cumulative
+columns equal single-k values; perfect rankings score 1."""
+import warnings
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+import gpureco
+from conftest import random_problem, to_csr
+
+ALL = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
+
+
+def run(X_train, X_test, A, B, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, as_df=False,
+                                         all_metrics=True, **kw)
+
+
+problems = st.builds(
+    lambda seed, ties, f32, n_items: random_problem(np.random.default_rng(seed), n_users=25, n_items=n_items,
+                                                    n_factors=5, integer_factors=ties, graded=True,
+                                                    dtype=np.float32 if f32 else np.float64),
+    st.integers(0, 10**6), st.booleans(), st.booleans(), st.integers(6, 60))
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems, st.integers(1, 30), st.integers(1, 4), st.integers(1, 8), st.booleans())
+def test_same_numbers_for_any_batch_size_and_threads(problem, batch_size, nthreads, k, noise):
+    X_train, X_test, A, B = problem
+    k = min(k, X_test.shape[1])
+    base = run(X_train, X_test, A, B, k=k, batch_size=1000, nthreads=1, break_ties_with_noise=noise)
+    other = run(X_train, X_test, A, B, k=k, batch_size=batch_size, nthreads=nthreads, break_ties_with_noise=noise)
+    for name in ALL:
+        np.testing.assert_array_equal(base[name], other[name], err_msg=name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems, st.randoms(use_true_random=False), st.integers(1, 8))
+def test_same_numbers_for_any_user_order(problem, random, k):
+    X_train, X_test, A, B = problem
+    k = min(k, X_test.shape[1])
+    order = list(range(X_test.shape[0]))
+    random.shuffle(order)
+    base = run(X_train, X_test, A, B, k=k, batch_size=7)
+    shuffled = run(X_train[order], X_test[order], A[order], B, k=k, batch_size=7)
+    for name in ALL:
+        np.testing.assert_array_equal(base[name][order], shuffled[name], err_msg=name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems, st.integers(1, 10))
+def test_cumulative_equals_single_k(problem, k):
+    X_train, X_test, A, B = problem
+    k = min(k, X_test.shape[1])
+    cumulative = run(X_train, X_test, A, B, k=k, cumulative=True)
+    for kk in range(1, k + 1):
+        single = run(X_train, X_test, A, B, k=kk)
+        for name in ALL:
+            column = cumulative[name][:, kk - 1] if cumulative[name].ndim == 2 else cumulative[name]
+            np.testing.assert_allclose(column, single[name], rtol=1e-12, equal_nan=True, err_msg=f"{name}@{kk}")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 6))
+def test_perfect_rankings_score_one(seed, k):
+    rng = np.random.default_rng(seed)
+    n_users, n_items = 20, 30
+    X_train, X_test, _, _ = random_problem(rng, n_users=n_users, n_items=n_items, graded=True)
+    # a score matrix that puts every test item first, in order of decreasing value
+    scores = rng.random((n_users, n_items)) + 10.0 * (X_test > 0) + X_test
+    A, B = scores, np.eye(n_items)
+    out = run(X_train, X_test, A, B, k=k)
+    n_test = (X_test > 0).sum(axis=1)
+    ok = (n_test > 0) & (n_test < n_items - (X_train > 0).sum(axis=1))
+    for name in ("TP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC"):
+        np.testing.assert_allclose(out[name][ok], 1.0, rtol=1e-12, err_msg=name)
+    full = ok & (n_test >= k)  # P@K is 1 only where the user has at least k test items
+    np.testing.assert_allclose(out["P@K"][full], 1.0, rtol=1e-12)
