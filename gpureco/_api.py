@@ -148,8 +148,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     resolve_device(device)
     v.check_disjoint(X_train, X_test)
 
-    problem = Problem(X_train, X_test, A, B, item_biases, A.dtype if A is not None else item_biases.dtype,
-                      seed, bool(break_ties_with_noise))
+    problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise))
     cutoffs = np.arange(1, k + 1) if cumulative else np.array([k])
     values, reason = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
                               consider_cold_start=bool(consider_cold_start), nthreads=nthreads, gain=gain,

@@ -23,7 +23,6 @@ class Problem:
     A: np.ndarray | None
     B: np.ndarray | None
     item_biases: np.ndarray | None
-    dtype: type
     seed: int
     break_ties_with_noise: bool
 

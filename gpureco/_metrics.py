@@ -101,10 +101,10 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
         """Per user and cut-off k: the sum of weights of the entries with position <= k."""
         slot = xp.searchsorted(cutoffs, positions, side="left")
         flat = xp.bincount(user * (n_cut + 1) + slot, weights=weights, minlength=n_users * (n_cut + 1))
-        return xp.cumsum(flat.reshape(n_users, n_cut + 1), axis=1)[:, :n_cut]
+        return xp.cumsum(flat.reshape(n_users, n_cut + 1).astype(xp.float64), axis=1)[:, :n_cut]
 
     def per_user(weights):
-        return xp.bincount(user, weights=weights, minlength=n_users)
+        return xp.bincount(user, weights=weights, minlength=n_users).astype(xp.float64)
 
     k = cutoffs[None, :].astype(xp.float64)
     n_t = n_test[:, None].astype(xp.float64)

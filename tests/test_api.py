@@ -165,3 +165,15 @@ def test_rule_6_is_not_reported_when_only_ndcg_is_asked_for():
     with pytest.warns(RuntimeWarning, match=r"rule 6 \(no negative items"):
         df = gpureco.calc_reco_metrics(*args, k=2)
     assert df.attrs["nan_reasons"] == {"rule 6": 1}
+
+
+def test_zero_users_and_a_single_user(rng):
+    empty = gpureco.calc_reco_metrics(sp.csr_array((0, 5)), sp.csr_array((0, 5)), np.zeros((0, 2)),
+                                      rng.random((5, 2)), k=2, all_metrics=True)
+    assert empty.shape == (0, 10)
+    # one user: the one-row score block (padded to two rows for BLAS) ranks items 4, 1, 3, 2
+    X_train = sp.csr_array(np.array([[1, 0, 0, 0, 0.0]]))
+    X_test = sp.csr_array(np.array([[0, 1, 0, 0, 1.0]]))
+    B = np.array([[9.0], [2.0], [-4.0], [-1.0], [3.0]])
+    out = gpureco.calc_reco_metrics(X_train, X_test, np.ones((1, 1)), B, k=1, all_metrics=True)
+    assert out.iloc[0].tolist() == [1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
