@@ -41,8 +41,9 @@ def score_block(A, B, item_biases, users):
     return scores if users.shape[0] > 1 else np.ascontiguousarray(scores[:, :1])
 
 
-def rank_users(problem, users, batch_size, nthreads):
-    """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time."""
+def rank_users(problem, users, batch_size, nthreads, max_rank=0):
+    """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time;
+    with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test = problem.X_train, problem.X_test
     B = None if problem.B is None else problem.B.astype(SCORE_DTYPE, copy=False)
@@ -55,7 +56,7 @@ def rank_users(problem, users, batch_size, nthreads):
             jobs = [pool.submit(rank_test_items, scores, batch, train.indptr, train.indices,
                                 test.indptr, test.indices, result.ranks, result.pool_min,
                                 result.pool_max, result.nonfinite, problem.seed,
-                                problem.break_ties_with_noise, int(lo), int(hi))
+                                problem.break_ties_with_noise, max_rank, int(lo), int(hi))
                     for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
             for job in jobs:
                 job.result()

@@ -53,7 +53,9 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
                          min_pos_test, min_items_pool, consider_cold_start)
     users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
     rows = batch_size_for(problem.n_items, np.dtype(_cpu.SCORE_DTYPE).itemsize, max_memory, batch_size)
-    ranking = _cpu.rank_users(problem, users, rows, nthreads)
+    # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
+    max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
+    ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
     reason = nan_reasons(np, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
                          ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
     values = metrics_from_ranks(np, ranking.ranks, problem.X_test.data.astype(np.float64), n_test, n_pool,

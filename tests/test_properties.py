@@ -11,11 +11,14 @@ from conftest import random_problem, to_csr
 ALL = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
 
 
-def run(X_train, X_test, A, B, **kw):
+def run(X_train, X_test, A, B, auc=True, **kw):
+    """All metrics; with auc=False the @K ones only (ranked only up to K by the engine)."""
+    metrics = dict(all_metrics=True) if auc else dict(
+        precision=True, trunc_precision=True, recall=True, average_precision=True,
+        trunc_average_precision=True, ndcg=True, hit=True, rr=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, as_df=False,
-                                         all_metrics=True, **kw)
+        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, as_df=False, **metrics, **kw)
 
 
 problems = st.builds(
@@ -32,8 +35,12 @@ def test_same_numbers_for_any_batch_size_and_threads(problem, batch_size, nthrea
     k = min(k, X_test.shape[1])
     base = run(X_train, X_test, A, B, k=k, batch_size=1000, nthreads=1, break_ties_with_noise=noise)
     other = run(X_train, X_test, A, B, k=k, batch_size=batch_size, nthreads=nthreads, break_ties_with_noise=noise)
+    top_k = run(X_train, X_test, A, B, False, k=k, batch_size=batch_size, nthreads=nthreads,
+                break_ties_with_noise=noise)
     for name in ALL:
         np.testing.assert_array_equal(base[name], other[name], err_msg=name)
+        if name in top_k:  # ranking only up to K gives the same @K metrics
+            np.testing.assert_array_equal(base[name], top_k[name], err_msg=name)
 
 
 @settings(max_examples=30, deadline=None)

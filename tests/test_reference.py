@@ -10,11 +10,24 @@ from conftest import random_problem, to_csr
 from reference import NAMES, reference_metrics
 
 
-def engine(X_train, X_test, A, B, k, **kw):
+TOP_K_ONLY = dict(precision=True, trunc_precision=True, recall=True, average_precision=True,
+                  trunc_average_precision=True, ndcg=True, hit=True, rr=True)
+
+
+def engine(X_train, X_test, A, B, k, auc=True, **kw):
+    """All metrics; with auc=False only the @K ones, which the engine ranks only up to K."""
+    metrics = dict(all_metrics=True) if auc else TOP_K_ONLY
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=k, all_metrics=True,
-                                         as_df=False, **kw)
+        return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=k, as_df=False,
+                                         **metrics, **kw)
+
+
+def assert_matches(got, want, **context):
+    for name in got:
+        if name != "K":
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-15, equal_nan=True,
+                                       err_msg=f"{name} {context}")
 
 
 def add_edge_cases(rng, X_train, X_test, A, B):
@@ -36,8 +49,9 @@ def add_edge_cases(rng, X_train, X_test, A, B):
     return X_train, X_test, A, B
 
 
+@pytest.mark.parametrize("auc", [True, False], ids=["full-ranks", "ranks-up-to-K"])
 @pytest.mark.parametrize("case", range(12))
-def test_matches_reference_on_random_data(case):
+def test_matches_reference_on_random_data(case, auc):
     rng = np.random.default_rng(case)
     X_train, X_test, A, B = random_problem(rng, n_users=30, n_items=int(rng.integers(8, 40)),
                                            integer_factors=case % 2 == 0, graded=case % 3 == 0)
@@ -45,13 +59,15 @@ def test_matches_reference_on_random_data(case):
     noise = case % 4 == 1
     with np.errstate(invalid="ignore"):
         scores = A @ B.T
-    for k in (1, 3, 10):
+    for k in (1, 3, 10, 25):
         k = min(k, X_test.shape[1])
-        got = engine(X_train, X_test, A, B, k, break_ties_with_noise=noise, seed=case + 1)
-        want = reference_metrics(X_train, X_test, scores, k, noise=noise, seed=case + 1)
-        for name in NAMES:
-            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-15, equal_nan=True,
-                                       err_msg=f"{name} k={k} case={case}")
+        for cumulative in (False, True):
+            got = engine(X_train, X_test, A, B, k, auc, break_ties_with_noise=noise, seed=case + 1,
+                         cumulative=cumulative)
+            for kk in range(1, k + 1) if cumulative else [k]:
+                want = reference_metrics(X_train, X_test, scores, kk, noise=noise, seed=case + 1)
+                at_k = {name: v[:, kk - 1] if v.ndim == 2 else v for name, v in got.items() if name != "K"}
+                assert_matches(at_k, want, k=kk, case=case, cumulative=cumulative)
 
 
 @pytest.mark.parametrize("min_pos_test,min_items_pool,consider_cold_start", [(1, 2, True), (3, 2, False), (2, 20, True)])
@@ -59,10 +75,9 @@ def test_minimums_match_reference(rng, min_pos_test, min_items_pool, consider_co
     X_train, X_test, A, B = random_problem(rng, n_users=40, n_items=25, integer_factors=True)
     X_train[:5] = 0
     kw = dict(min_pos_test=min_pos_test, min_items_pool=min_items_pool, consider_cold_start=consider_cold_start)
-    got = engine(X_train, X_test, A, B, 4, **kw)
     want = reference_metrics(X_train, X_test, A @ B.T, 4, **kw)
-    for name in NAMES:
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, equal_nan=True, err_msg=name)
+    for auc in (True, False):
+        assert_matches(engine(X_train, X_test, A, B, 4, auc, **kw), want)
 
 
 @pytest.mark.parametrize("gain", ["linear", "exponential", "binary"])
