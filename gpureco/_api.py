@@ -89,7 +89,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
     max_memory : int, default=256 MiB
-        Bytes for one block of scores (batch_size * n_items * itemsize).
+        Bytes of scores held at once: the block of batch_size users (8 bytes per score) plus
+        8 rows per ranking thread. At least 2 users per block whatever the budget. The
+        inputs, a float64 copy of B and the per-user results come on top of it.
 
     Returns
     -------

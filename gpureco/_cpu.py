@@ -15,6 +15,7 @@ import numpy as np
 from ._cpu_ranks import rank_test_items
 
 SCORE_DTYPE = np.float64
+THREAD_ROWS = 8  # score rows each ranking thread holds (GROUP in _cpu_ranks.pyx)
 
 
 class CpuRanking:
