@@ -28,17 +28,23 @@ class CpuRanking:
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
 
 
-def score_block(A, B, item_biases, users):
+def score_block(A, B, item_biases, users, out):
     """Scores of `users` for every item, as an (n_items, n_users) float64 C-contiguous block.
 
     A, B and item_biases are float64 (A may be of any float type; its rows are widened).
+    `out` is a flat float64 buffer of at least n_items * max(2, n_users) values, reused from
+    batch to batch: fresh pages cost more than the product itself for large catalogues.
     """
+    n_cols = max(2, users.shape[0])
+    n_items = B.shape[0] if B is not None else item_biases.shape[0]
+    scores = out[: n_items * n_cols].reshape(n_items, n_cols)
     if A is None:
-        return np.repeat(item_biases[:, None], users.shape[0], axis=1)
-    rows = A[users if users.shape[0] > 1 else np.repeat(users, 2)].astype(SCORE_DTYPE)
-    scores = B @ rows.T
-    if item_biases is not None:
-        scores += item_biases[:, None]
+        scores[:] = item_biases[:, None]
+    else:
+        rows = A[users if users.shape[0] > 1 else np.repeat(users, 2)].astype(SCORE_DTYPE)
+        np.matmul(B, rows.T, out=scores)
+        if item_biases is not None:
+            scores += item_biases[:, None]
     return scores if users.shape[0] > 1 else np.ascontiguousarray(scores[:, :1])
 
 
@@ -49,16 +55,19 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     train, test = problem.X_train, problem.X_test
     B = None if problem.B is None else problem.B.astype(SCORE_DTYPE, copy=False)
     biases = None if problem.item_biases is None else problem.item_biases.astype(SCORE_DTYPE, copy=False)
+    n_items = problem.n_items
+    block = np.empty(n_items * max(2, min(batch_size, users.shape[0])), dtype=SCORE_DTYPE)
+    rows = [np.empty(THREAD_ROWS * n_items, dtype=SCORE_DTYPE) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            scores = score_block(problem.A, B, biases, batch)
+            scores = score_block(problem.A, B, biases, batch, block)
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
             jobs = [pool.submit(rank_test_items, scores, batch, train.indptr, train.indices,
                                 test.indptr, test.indices, result.ranks, result.pool_min,
                                 result.pool_max, result.nonfinite, problem.seed,
-                                problem.break_ties_with_noise, max_rank, int(lo), int(hi))
-                    for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+                                problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi))
+                    for thread, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
             for job in jobs:
                 job.result()
     return result

@@ -191,13 +191,14 @@ def rank_test_items(const double[:, ::1] scores_by_item, const int64_t[::1] user
                     const int64_t[::1] test_indptr, const int32_t[::1] test_indices,
                     int64_t[::1] ranks, double[::1] pool_min, double[::1] pool_max,
                     uint8_t[::1] nonfinite, uint64_t seed, bint noise, int64_t max_rank,
-                    int64_t col_begin, int64_t col_end):
+                    double[::1] rows_buffer, int64_t col_begin, int64_t col_end):
     """Rank the test items of users[col_begin:col_end], whose scores are those columns of
     `scores_by_item` (n_items x batch: the layout in which BLAS gives every user the same
     numbers whatever the batch, see _cpu.score_block).
 
     max_rank: 0 for exact ranks of every test item; K > 0 when only ranks up to K are needed
-    (a test item outside the user's top K then gets K + 1).
+    (a test item outside the user's top K then gets K + 1). rows_buffer: GROUP * n_items
+    doubles of this thread's own, reused from call to call.
     Indptr and indices are the whole CSR arrays (indices sorted within rows); results are
     written at the users' own positions in `ranks` (one per test entry) and in the pool
     statistics (one per user). Runs without the GIL, so threads may share a batch.
@@ -205,7 +206,9 @@ def rank_test_items(const double[:, ::1] scores_by_item, const int64_t[::1] user
     cdef int64_t c, g, j, u, n_group, n_items = scores_by_item.shape[0]
     cdef int64_t max_test = 0, n_sorted
     cdef Scratch w
-    cdef double* rows
+    cdef double* rows = &rows_buffer[0]
+    if rows_buffer.shape[0] < GROUP * n_items:
+        raise ValueError("rows_buffer must hold %d doubles" % (GROUP * n_items))
     for c in range(col_begin, col_end):
         u = users[c]
         max_test = max(max_test, test_indptr[u + 1] - test_indptr[u])
@@ -215,15 +218,13 @@ def rank_test_items(const double[:, ::1] scores_by_item, const int64_t[::1] user
         w.scores = <double*>malloc(n_sorted * sizeof(double))
         w.keys = <uint64_t*>malloc(n_sorted * sizeof(uint64_t))
         w.cnt = <int64_t*>malloc((max_test + 1) * sizeof(int64_t))
-        rows = <double*>malloc(GROUP * n_items * sizeof(double))
-        if w.tests == NULL or w.scores == NULL or w.keys == NULL or w.cnt == NULL or rows == NULL:
+        if w.tests == NULL or w.scores == NULL or w.keys == NULL or w.cnt == NULL:
             free(w.tests)
             free(w.scores)
             free(w.keys)
             free(w.cnt)
-            free(rows)
             with gil:
-                raise MemoryError("gpureco: no memory for the ranking buffers (%d items)" % n_items)
+                raise MemoryError("gpureco: no memory for the ranking buffers (%d test items)" % max_test)
         c = col_begin
         while c < col_end:
             n_group = min(GROUP, col_end - c)
@@ -242,7 +243,6 @@ def rank_test_items(const double[:, ::1] scores_by_item, const int64_t[::1] user
         free(w.scores)
         free(w.keys)
         free(w.cnt)
-        free(rows)
 
 
 def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, bint noise):
