@@ -4,7 +4,7 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=cythonize(
-        [Extension("gpureco._cpu_ranks", ["gpureco/_cpu_ranks.pyx"], extra_compile_args=["-O3"])],
+        [Extension("gpureco._cpu_ranks", ["gpureco/_cpu_ranks.pyx"], extra_compile_args=["-O3", "-ffp-contract=off"])],
         compiler_directives={"language_level": 3},
     )
 )

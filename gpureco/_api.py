@@ -51,8 +51,12 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         Held-out interactions; values are the NDCG gains.
     A : ndarray of shape (n_users, n_factors), or None
     B : ndarray of shape (n_items, n_factors), or None
-        Factors; float32 when both are float32 (scores in float32), else float64. Both None
-        with ``item_biases`` evaluates a non-personalised model.
+        Factors, float32 or float64 (any other real type becomes float64). The score of item i
+        for user u is defined as the float64 sum of ``A[u, f] * B[i, f]`` in the order
+        f = 0..F-1, plus ``item_biases[i]``; BLAS computes it fast and the few comparisons
+        within BLAS's rounding error are settled with the defined score, so the results
+        never depend on batching or threads. Both None with ``item_biases`` evaluates a
+        non-personalised model.
     k : int, default=5
         The cut-off K, in [1, n_items].
     item_biases : ndarray of shape (n_items,), default=None
@@ -89,9 +93,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
     max_memory : int, default=256 MiB
-        Bytes of scores held at once: the block of batch_size users (8 bytes per score) plus
-        8 rows per ranking thread. At least 2 users per block whatever the budget. The
-        inputs, a float64 copy of B and the per-user results come on top of it.
+        Bytes of scores held at once: the block of batch_size users (4 bytes per score for
+        float32 factors, else 8) plus 8 rows per ranking thread; at least one user per block.
+        The inputs and the per-user results come on top of it.
 
     Returns
     -------
@@ -144,6 +148,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     nthreads = v.resolve_nthreads(nthreads)
     seed = v.check_seed(seed)
     v.check_choice(gain, "gain", GAINS)
+    if gain == "exponential" and X_test.nnz and X_test.data.max() >= 1024:
+        raise ValueError("gain='exponential' needs 'X_test' values below 1024 (2**v - 1 must be finite); "
+                         f"got a maximum of {float(X_test.data.max())!r}.")
     if batch_size is not None:
         batch_size = v.check_int(batch_size, "batch_size", low=1)
     max_memory = v.check_int(max_memory, "max_memory", low=1)

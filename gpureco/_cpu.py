@@ -1,10 +1,10 @@
-"""The CPU backend: score blocks by BLAS, ranks by the one-pass kernel in _cpu_ranks.pyx.
+"""The CPU backend: BLAS score blocks as a filter, exact ranks by the kernel in _cpu_ranks.pyx.
 
-Scores are computed in float64 as B @ A[users].T (items x users) with at least two users
-per call. In that layout OpenBLAS's dgemm gives every user the same bits whatever the
-batch size, the user order and the thread count; sgemm, the users x items layout and
-one-user calls (gemv) do not (measured; tests/test_properties.py checks it). float32
-factors are widened exactly, so their scores are the float64 dot products.
+A score is defined as the float64 sum of a[u,f] * b[j,f] in order f = 0 .. F-1, plus the
+item's bias (_cpu_ranks.exact_score). BLAS gives the same numbers only up to rounding that
+depends on the batch, the user order and the threads, so the kernel uses its scores with a
+rigorous error bound (`score_tolerance`) and computes the exact score of an item only when
+a comparison falls within that bound. Results are therefore the same for every batching.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import numpy as np
 
 from ._cpu_ranks import rank_test_items
 
-SCORE_DTYPE = np.float64
 THREAD_ROWS = 8  # score rows each ranking thread holds (GROUP in _cpu_ranks.pyx)
 
 
@@ -28,24 +27,38 @@ class CpuRanking:
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
 
 
-def score_block(A, B, item_biases, users, out):
-    """Scores of `users` for every item, as an (n_items, n_users) float64 C-contiguous block.
+def _gamma(n, unit_roundoff):
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n rounded operations."""
+    return n * unit_roundoff / (1.0 - n * unit_roundoff)
 
-    A, B and item_biases are float64 (A may be of any float type; its rows are widened).
-    `out` is a flat float64 buffer of at least n_items * max(2, n_users) values, reused from
-    batch to batch: fresh pages cost more than the product itself for large catalogues.
+
+def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype):
+    """Per user, a bound on |BLAS score - exact score| for every item (doubled for safety).
+
+    Both are dot products of F terms plus a bias, rounded in `dtype` (any order) and in
+    float64 (in order): each is within gamma_(F+2) * (sum_f |a_f| max_j |b_jf| + max |bias|)
+    of the real value; underflow adds at most one smallest normal number per term.
     """
-    n_cols = max(2, users.shape[0])
-    n_items = B.shape[0] if B is not None else item_biases.shape[0]
-    scores = out[: n_items * n_cols].reshape(n_items, n_cols)
-    if A is None:
-        scores[:] = item_biases[:, None]
+    n_factors = user_rows.shape[1]
+    scale = np.abs(user_rows.astype(np.float64)) @ item_abs_max + bias_abs_max
+    finfo = np.finfo(dtype)
+    gamma = _gamma(n_factors + 2, float(finfo.eps) / 2) + _gamma(n_factors + 2, 2.0**-53)
+    return 2.0 * (gamma * scale + (n_factors + 2) * float(finfo.tiny))
+
+
+def score_block(A, B, biases, users, out):
+    """Filter scores of `users` for every item: an (n_items, n_users) C-contiguous block in the
+    factors' dtype (the biases alone, exactly, for a non-personalised model). `out` is a flat
+    buffer reused from batch to batch: fresh pages cost more than the product at 1M items."""
+    n_items = biases.shape[0] if B is None else B.shape[0]
+    scores = out[: n_items * users.shape[0]].reshape(n_items, users.shape[0])
+    if B is None:
+        scores[:] = biases[:, None]
     else:
-        rows = A[users if users.shape[0] > 1 else np.repeat(users, 2)].astype(SCORE_DTYPE)
-        np.matmul(B, rows.T, out=scores)
-        if item_biases is not None:
-            scores += item_biases[:, None]
-    return scores if users.shape[0] > 1 else np.ascontiguousarray(scores[:, :1])
+        np.matmul(B, A[users].T, out=scores)
+        if biases is not None:
+            scores += biases.astype(scores.dtype)[:, None]
+    return scores
 
 
 def rank_users(problem, users, batch_size, nthreads, max_rank=0):
@@ -53,19 +66,32 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test = problem.X_train, problem.X_test
-    B = None if problem.B is None else problem.B.astype(SCORE_DTYPE, copy=False)
-    biases = None if problem.item_biases is None else problem.item_biases.astype(SCORE_DTYPE, copy=False)
+    A, B, biases = problem.A, problem.B, problem.item_biases
     n_items = problem.n_items
-    block = np.empty(n_items * max(2, min(batch_size, users.shape[0])), dtype=SCORE_DTYPE)
-    rows = [np.empty(THREAD_ROWS * n_items, dtype=SCORE_DTYPE) for _ in range(nthreads)]
+    dtype = np.float64 if B is None else B.dtype
+    if B is None:  # non-personalised: no factors, the filter is exact
+        A, B = np.zeros((problem.n_users, 0)), np.zeros((n_items, 0))
+        item_abs_max = np.zeros(0)
+    else:
+        finite = np.where(np.isfinite(B), np.abs(B), 0)  # a non-finite factor is caught as a NaN/inf score
+        item_abs_max = finite.max(axis=0).astype(np.float64) if n_items else np.zeros(B.shape[1])
+    has_bias = biases is not None
+    biases64 = biases.astype(np.float64) if has_bias else np.zeros(0)
+    finite_biases = biases64[np.isfinite(biases64)] if has_bias else np.zeros(0)
+    bias_abs_max = float(np.abs(finite_biases).max()) if finite_biases.size else 0.0
+    block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=dtype)
+    rows = [np.empty(THREAD_ROWS * n_items, dtype=dtype) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            scores = score_block(problem.A, B, biases, batch, block)
+            scores = score_block(None if B.shape[1] == 0 else A, None if B.shape[1] == 0 else B,
+                                 biases64 if has_bias else None, batch, block)
+            user_rows = np.ascontiguousarray(A[batch])
+            tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype) if B.shape[1] else np.zeros(batch.shape[0])
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
-            jobs = [pool.submit(rank_test_items, scores, batch, train.indptr, train.indices,
-                                test.indptr, test.indices, result.ranks, result.pool_min,
-                                result.pool_max, result.nonfinite, problem.seed,
+            jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases64, has_bias, tol, batch,
+                                train.indptr, train.indices, test.indptr, test.indices, result.ranks,
+                                result.pool_min, result.pool_max, result.nonfinite, problem.seed,
                                 problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi))
                     for thread, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
             for job in jobs:

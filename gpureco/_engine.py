@@ -35,13 +35,13 @@ class Problem:
         return self.X_test.shape[1]
 
 
-def batch_size_for(n_items, nthreads, max_memory, batch_size=None):
+def batch_size_for(n_items, itemsize, nthreads, max_memory, batch_size=None):
     """Users per score block: `batch_size` if given, else as many as fit in `max_memory` bytes
     beside the ranking threads' own buffers (_cpu.THREAD_ROWS score rows each)."""
     if batch_size is not None:
         return batch_size
-    row_bytes = max(1, n_items * np.dtype(_cpu.SCORE_DTYPE).itemsize)
-    return max(2, int(max_memory // row_bytes) - nthreads * _cpu.THREAD_ROWS)
+    row_bytes = max(1, n_items * itemsize)
+    return max(1, int(max_memory // row_bytes) - nthreads * _cpu.THREAD_ROWS)
 
 
 def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_cold_start,
@@ -54,7 +54,8 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
     reason = nan_reasons(np, n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
     users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
-    rows = batch_size_for(problem.n_items, nthreads, max_memory, batch_size)
+    itemsize = 8 if problem.B is None else problem.B.dtype.itemsize
+    rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory, batch_size)
     # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
     max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
     ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)

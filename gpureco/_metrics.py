@@ -130,12 +130,16 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
             elif name == "RR@K":
                 out[name] = by_cutoff(xp.where(j == 1, 1.0 / rank, 0.0), rank)
             elif name == "NDCG@K":
-                dcg = by_cutoff(g / xp.log2(rank + 1.0), rank)
                 # the ideal list: positive gains in descending order (negative ones go last)
                 ideal = xp.lexsort(xp.stack([-gains, user]))
-                i = _segment_positions(xp, user, n_test).astype(xp.float64)
                 g_ideal = xp.maximum(gains[ideal], 0.0)
-                idcg = by_cutoff(g_ideal / xp.log2(i + 1.0), i)
+                # NDCG is scale-free: divide by the user's largest gain so no sum overflows
+                starts = xp.cumsum(n_test) - n_test
+                scale = xp.where(n_test > 0, g_ideal[xp.minimum(starts, max(g.shape[0] - 1, 0))], 1.0)
+                scale = xp.where(scale > 0, scale, 1.0)[user]
+                dcg = by_cutoff(g / scale / xp.log2(rank + 1.0), rank)
+                i = _segment_positions(xp, user, n_test).astype(xp.float64)
+                idcg = by_cutoff(g_ideal / scale / xp.log2(i + 1.0), i)
                 ndcg = dcg / idcg
                 ndcg[per_user((g > 0).astype(xp.float64)) == 0] = xp.nan  # rule 8
                 out[name] = ndcg

@@ -115,7 +115,12 @@ def as_factors(A, B, item_biases, n_users, n_items):
     for name, value, ndim in (("A", A, 2), ("B", B, 2), ("item_biases", item_biases, 1)):
         if value is None:
             continue
-        arr = np.asarray(value)
+        if sp.issparse(value):
+            raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
+        try:
+            arr = np.asarray(value)
+        except ValueError as error:  # ragged nested lists
+            raise TypeError(f"'{name}' must be a rectangular array of numbers; NumPy says: {error}") from None
         _check_real_dtype(arr.dtype, name)
         if name == "item_biases" and arr.ndim == 2 and 1 in arr.shape:
             arr = arr.reshape(-1)
@@ -125,6 +130,8 @@ def as_factors(A, B, item_biases, n_users, n_items):
     if not arrays:
         raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
     if "A" in arrays:
+        if arrays["A"].shape[1] == 0:
+            raise ValueError(f"'A' and 'B' must have at least one factor column; got shape {arrays['A'].shape}.")
         if arrays["A"].shape[0] != n_users:
             raise ValueError(f"'A' must have one row per user of 'X_test' ({n_users}); got shape {arrays['A'].shape}.")
         if arrays["B"].shape[0] != n_items:
@@ -139,7 +146,8 @@ def as_factors(A, B, item_biases, n_users, n_items):
     if "A" not in arrays:
         single = arrays["item_biases"].dtype == np.float32
     dtype = np.float32 if single else np.float64
-    return tuple(None if name not in arrays else np.ascontiguousarray(arrays[name], dtype=dtype)
+    dtypes = {"A": dtype, "B": dtype, "item_biases": np.float64}  # biases are added exactly
+    return tuple(None if name not in arrays else np.ascontiguousarray(arrays[name], dtype=dtypes[name])
                  for name in ("A", "B", "item_biases"))
 
 

@@ -11,6 +11,19 @@ from gpureco._cpu_ranks import tie_keys
 NAMES = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
 
 
+def defined_scores(A, B, item_biases=None):
+    """Scores as docs/metrics.md defines them: float64 products of the factors summed in the
+    order f = 0 .. F-1, plus the bias (an independent implementation of the engine's rule)."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    scores = np.zeros((A.shape[0], B.shape[0]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for f in range(A.shape[1]):
+            scores = scores + np.outer(A[:, f], B[:, f])
+        if item_biases is not None:
+            scores = scores + np.asarray(item_biases, dtype=np.float64)
+    return scores
+
+
 def _gain(value, gain):
     return {"linear": value, "exponential": 2.0 ** value - 1.0, "binary": float(value > 0)}[gain]
 

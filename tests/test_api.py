@@ -177,3 +177,21 @@ def test_zero_users_and_a_single_user(rng):
     B = np.array([[9.0], [2.0], [-4.0], [-1.0], [3.0]])
     out = gpureco.calc_reco_metrics(X_train, X_test, np.ones((1, 1)), B, k=1, all_metrics=True)
     assert out.iloc[0].tolist() == [1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_ndcg_does_not_overflow_with_huge_gains():
+    X_test = sp.csr_array(np.array([[1e308, 0, 1e308, 0, 1e308, 0.0]]))
+    B = np.array([[6.0], [5.0], [4.0], [3.0], [2.0], [1.0]])
+    ndcg = gpureco.calc_reco_metrics(None, X_test, np.ones((1, 1)), B, k=3, as_df=False)["NDCG@K"][0]
+    ideal = 1 + 1 / np.log2(3) + 1 / np.log2(4)
+    assert ndcg == pytest.approx((1 + 1 / np.log2(4)) / ideal)
+    exp = gpureco.calc_reco_metrics(None, X_test / 1e308 * 1000, np.ones((1, 1)), B, k=3, gain="exponential",
+                                    as_df=False)["NDCG@K"][0]
+    assert exp == pytest.approx(ndcg)
+
+
+def test_float64_biases_are_not_rounded_to_float32():
+    A, B = np.ones((1, 1), np.float32), np.ones((3, 1), np.float32)
+    out = gpureco.calc_reco_metrics(None, sp.csr_array([[0, 0, 1.0]]), A, B, k=1,
+                                    item_biases=np.array([0, 1, 1 + 1e-9]), all_metrics=True, as_df=False)
+    assert out["P@K"][0] == 1.0 and out["ROC_AUC"][0] == 1.0

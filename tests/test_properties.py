@@ -6,7 +6,11 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import gpureco
+import pytest
+import scipy.sparse as sp
+
 from conftest import random_problem, to_csr
+from reference import defined_scores, reference_metrics
 
 ALL = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
 
@@ -85,3 +89,26 @@ def test_perfect_rankings_score_one(seed, k):
         np.testing.assert_allclose(out[name][ok], 1.0, rtol=1e-12, err_msg=name)
     full = ok & (n_test >= k)  # P@K is 1 only where the user has at least k test items
     np.testing.assert_allclose(out["P@K"][full], 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blas_rounding_never_shows(dtype):
+    """BLAS rounds a user's scores differently with its position in the block (last item rows,
+    thread boundaries, F >= 17): exact ties between items must still be ranked as defined."""
+    rng = np.random.default_rng(0)
+    n_users, n_items, F = 67, 3001, 64
+    A = rng.standard_normal((n_users, F)).astype(dtype)
+    B = rng.standard_normal((n_items, F)).astype(dtype)
+    B[10], B[11], B[12] = B[3000], B[750], B[2999]  # exact ties with the last items and a middle one
+    rows = np.repeat(np.arange(n_users), 3)
+    X_test = sp.csr_array((np.ones(rows.size), (rows, np.tile([750, 3000, 2999], n_users))), shape=(n_users, n_items))
+    want = reference_metrics(np.zeros((n_users, n_items)), X_test.toarray(), defined_scores(A, B), 10)
+    perm = rng.permutation(n_users)
+    for batch_size, nthreads, order in ((64, 1, None), (2, 2, None), (5, 3, perm), (None, 1, perm)):
+        rows_ = np.arange(n_users) if order is None else order
+        for auc in (True, False):
+            got = run(np.zeros((n_users, n_items)), X_test[rows_], A[rows_], B, auc, k=10,
+                      batch_size=batch_size, nthreads=nthreads)
+            for name, values in got.items():
+                if name != "K":
+                    np.testing.assert_allclose(values, want[name][rows_], rtol=1e-12, err_msg=f"{name} {batch_size}")
