@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from . import _validation as v
 from ._backend import resolve_device
-from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, nan_report, warn_nan
+from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, warn_nan
 from ._metrics import GAINS, METRICS
 
 
@@ -159,12 +159,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
 
     problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise))
     cutoffs = np.arange(1, k + 1) if cumulative else np.array([k])
-    values, reason = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
+    values, counts = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
                               consider_cold_start=bool(consider_cold_start), nthreads=nthreads, gain=gain,
                               batch_size=batch_size, max_memory=max_memory)
-    n_test = np.diff(X_test.indptr)
-    has_positive = np.bincount(np.repeat(np.arange(n_users), n_test), weights=X_test.data > 0, minlength=n_users) > 0
-    counts = nan_report(values, reason, n_items - np.diff(X_train.indptr), n_test, has_positive, k)
     warn_nan(counts, n_users)
     return _format(values, k, as_df, cumulative, rename_k, counts)
 

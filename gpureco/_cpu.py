@@ -48,15 +48,15 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype):
 
 def score_block(A, B, biases, users, out):
     """Filter scores of `users` for every item: an (n_items, n_users) C-contiguous block in the
-    factors' dtype (the biases alone, exactly, for a non-personalised model). `out` is a flat
+    factors' dtype (the biases alone, exactly, when there are no factors). `out` is a flat
     buffer reused from batch to batch: fresh pages cost more than the product at 1M items."""
-    n_items = biases.shape[0] if B is None else B.shape[0]
+    n_items = B.shape[0]
     scores = out[: n_items * users.shape[0]].reshape(n_items, users.shape[0])
-    if B is None:
+    if B.shape[1] == 0:
         scores[:] = biases[:, None]
     else:
         np.matmul(B, A[users].T, out=scores)
-        if biases is not None:
+        if biases.shape[0]:
             scores += biases.astype(scores.dtype)[:, None]
     return scores
 
@@ -65,31 +65,25 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time;
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
-    train, test = problem.X_train, problem.X_test
-    A, B, biases = problem.A, problem.B, problem.item_biases
-    n_items = problem.n_items
-    dtype = np.float64 if B is None else B.dtype
-    if B is None:  # non-personalised: no factors, the filter is exact
+    train, test, n_items = problem.X_train, problem.X_test, problem.n_items
+    A, B = problem.A, problem.B
+    if B is None:  # a non-personalised model: no factors (F = 0), the scores are the biases
         A, B = np.zeros((problem.n_users, 0)), np.zeros((n_items, 0))
-        item_abs_max = np.zeros(0)
-    else:
-        finite = np.where(np.isfinite(B), np.abs(B), 0)  # a non-finite factor is caught as a NaN/inf score
-        item_abs_max = finite.max(axis=0).astype(np.float64) if n_items else np.zeros(B.shape[1])
-    has_bias = biases is not None
-    biases64 = biases.astype(np.float64) if has_bias else np.zeros(0)
-    finite_biases = biases64[np.isfinite(biases64)] if has_bias else np.zeros(0)
-    bias_abs_max = float(np.abs(finite_biases).max()) if finite_biases.size else 0.0
-    block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=dtype)
-    rows = [np.empty(THREAD_ROWS * n_items, dtype=dtype) for _ in range(nthreads)]
+    has_bias = problem.item_biases is not None
+    biases = problem.item_biases if has_bias else np.zeros(0)
+    # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
+    item_abs_max = np.where(np.isfinite(B), np.abs(B), 0).max(axis=0, initial=0).astype(np.float64)
+    bias_abs_max = float(np.where(np.isfinite(biases), np.abs(biases), 0).max(initial=0))
+    block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
+    rows = [np.empty(THREAD_ROWS * n_items, dtype=B.dtype) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            scores = score_block(None if B.shape[1] == 0 else A, None if B.shape[1] == 0 else B,
-                                 biases64 if has_bias else None, batch, block)
+            scores = score_block(A, B, biases, batch, block)
             user_rows = np.ascontiguousarray(A[batch])
-            tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype) if B.shape[1] else np.zeros(batch.shape[0])
+            tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
-            jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases64, has_bias, tol, batch,
+            jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases, has_bias, tol, batch,
                                 train.indptr, train.indices, test.indptr, test.indices, result.ranks,
                                 result.pool_min, result.pool_max, result.nonfinite, problem.seed,
                                 problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi))

@@ -46,7 +46,7 @@ def batch_size_for(n_items, itemsize, nthreads, max_memory, batch_size=None):
 
 def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_cold_start,
              nthreads, gain="linear", batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
-    """({name: per-user values}, per-user NaN reason 1-5 or 0) for the registry `names`."""
+    """({name: per-user values}, {NaN rule: number of users}) for the registry `names`."""
     n_test = np.diff(problem.X_test.indptr)
     n_train = np.diff(problem.X_train.indptr)
     n_pool = problem.n_items - n_train
@@ -61,13 +61,16 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
     ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
     reason = nan_reasons(np, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
                          ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
-    values = metrics_from_ranks(np, ranking.ranks, problem.X_test.data.astype(np.float64), n_test, n_pool,
-                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=gain)
-    return values, reason
+    gains = problem.X_test.data.astype(np.float64)
+    values = metrics_from_ranks(np, ranking.ranks, gains, n_test, n_pool, np.asarray(cutoffs, dtype=np.int64),
+                                names, reason == 0, gain=gain)
+    has_positive = np.bincount(np.repeat(np.arange(problem.n_users), n_test), weights=gains > 0,
+                               minlength=problem.n_users) > 0
+    return values, nan_counts(values, reason, n_pool, n_test, has_positive, int(max(cutoffs)))
 
 
-def nan_report(values, reason, n_pool, n_test, has_positive, max_k):
-    """Counts of users per NaN reason (whole-user rules 1-5, then partial rules 6-8)."""
+def nan_counts(values, reason, n_pool, n_test, has_positive, max_k):
+    """Users per NaN rule: whole-user rules 1-5 (first that applies), then partial rules 6-8."""
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
     counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(values) - {"NDCG@K"} else 0

@@ -14,21 +14,20 @@ import numpy as np
 class Metric(NamedTuple):
     column: str  # name in recometrics' dict output; "@K" is replaced by the cut-off
     flag: str  # the calc_reco_metrics argument that selects it
-    at_k: bool  # depends on the cut-off K (else it is computed over the whole pool)
 
 
 # The registry: the order is recometrics' column order.
 METRICS = (
-    Metric("P@K", "precision", True),
-    Metric("TP@K", "trunc_precision", True),
-    Metric("R@K", "recall", True),
-    Metric("AP@K", "average_precision", True),
-    Metric("TAP@K", "trunc_average_precision", True),
-    Metric("NDCG@K", "ndcg", True),
-    Metric("Hit@K", "hit", True),
-    Metric("RR@K", "rr", True),
-    Metric("ROC_AUC", "roc_auc", False),
-    Metric("PR_AUC", "pr_auc", False),
+    Metric("P@K", "precision"),
+    Metric("TP@K", "trunc_precision"),
+    Metric("R@K", "recall"),
+    Metric("AP@K", "average_precision"),
+    Metric("TAP@K", "trunc_average_precision"),
+    Metric("NDCG@K", "ndcg"),
+    Metric("Hit@K", "hit"),
+    Metric("RR@K", "rr"),
+    Metric("ROC_AUC", "roc_auc"),
+    Metric("PR_AUC", "pr_auc"),
 )
 
 # Whole-user reasons (1-5) are exclusive: a user is counted under the first that applies.

@@ -55,6 +55,11 @@ CASES = [
     (dict(device="gpu"), ValueError, r"device='gpu': this version of gpureco has no GPU engine yet"),
     (dict(gain="log"), ValueError, r"'gain' must be one of 'linear', 'exponential', 'binary'; got 'log'"),
     (dict(batch_size=0), ValueError, r"'batch_size' must be an int in the range \[1, inf\]; got 0"),
+    (dict(A=sp.csr_array(A)), TypeError, r"'A' must be a dense array; got a SciPy sparse csr matrix"),
+    (dict(B=[[1.0, 2.0]] * 4 + [[1.0]]), TypeError, r"'B' must be a rectangular array of numbers"),
+    (dict(A=np.zeros((3, 0)), B=np.zeros((5, 0))), ValueError, r"'A' and 'B' must have at least one factor column"),
+    (dict(X_test=X_TEST * 2000.0, gain="exponential"), ValueError,
+     r"gain='exponential' needs 'X_test' values below 1024 \(2\*\*v - 1 must be finite\); got a maximum of 2000.0"),
 ]
 
 
@@ -90,19 +95,3 @@ def test_split_rejects(change, error, message):
     with pytest.raises(error, match=message):
         gpureco.split_reco_train_test(**kw)
 
-
-MORE_CASES = [
-    (dict(A=sp.csr_array(A)), TypeError, r"'A' must be a dense array; got a SciPy sparse csr matrix"),
-    (dict(B=[[1.0, 2.0]] * 4 + [[1.0]]), TypeError, r"'B' must be a rectangular array of numbers"),
-    (dict(A=np.zeros((3, 0)), B=np.zeros((5, 0))), ValueError, r"'A' and 'B' must have at least one factor column"),
-    (dict(X_test=X_TEST * 2000.0, gain="exponential"), ValueError,
-     r"gain='exponential' needs 'X_test' values below 1024 \(2\*\*v - 1 must be finite\); got a maximum of 2000.0"),
-]
-
-
-@pytest.mark.parametrize("change,error,message", MORE_CASES, ids=[c[2][:40] for c in MORE_CASES])
-def test_calc_reco_metrics_rejects_factors_and_gains(change, error, message):
-    kw = dict(X_train=X_TRAIN, X_test=X_TEST, A=A, B=B, k=2)
-    kw.update(change)
-    with pytest.raises(error, match=message):
-        gpureco.calc_reco_metrics(**kw)

@@ -176,3 +176,13 @@ def test_nan_rules_by_hand():
     # a non-finite score of a training item does not count: it is not in the pool
     m = one_user([np.nan, 1.0, 0.0], {0}, {1: 1.0}, k=1)
     assert m["P@K"] == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_scores_are_the_defined_scores_bit_for_bit(rng, dtype):
+    from gpureco._cpu_ranks import exact_scores
+    A = (rng.standard_normal((20, 67)) * 10.0 ** rng.integers(-3, 4, size=(20, 1))).astype(dtype)
+    B = rng.standard_normal((30, 67)).astype(dtype)
+    bias = rng.standard_normal(30)
+    np.testing.assert_array_equal(exact_scores(A, B, bias, True), defined_scores(A, B, bias))
+    np.testing.assert_array_equal(exact_scores(A, B, np.zeros(0), False), defined_scores(A, B))
