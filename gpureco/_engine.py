@@ -64,19 +64,18 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
     gains = problem.X_test.data.astype(np.float64)
     values = metrics_from_ranks(np, ranking.ranks, gains, n_test, n_pool, np.asarray(cutoffs, dtype=np.int64),
                                 names, reason == 0, gain=gain)
-    has_positive = np.bincount(np.repeat(np.arange(problem.n_users), n_test), weights=gains > 0,
-                               minlength=problem.n_users) > 0
-    return values, nan_counts(values, reason, n_pool, n_test, has_positive, int(max(cutoffs)))
+    return values, nan_counts(values, reason, n_pool, n_test, int(max(cutoffs)))
 
 
-def nan_counts(values, reason, n_pool, n_test, has_positive, max_k):
+def nan_counts(values, reason, n_pool, n_test, max_k):
     """Users per NaN rule: whole-user rules 1-5 (first that applies), then partial rules 6-8."""
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
     counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(values) - {"NDCG@K"} else 0
     counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if any(
         name in values for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
-    counts[8] = int(np.sum(ok & ~has_positive)) if "NDCG@K" in values else 0
+    # NDCG of a valid user is NaN only by rule 8 (no positive gain), at every cut-off alike
+    counts[8] = int(np.sum(ok & np.isnan(values["NDCG@K"][:, 0]))) if "NDCG@K" in values else 0
     return {code: n for code, n in counts.items() if n}
 
 

@@ -62,12 +62,6 @@ def nan_reasons(xp, n_test, n_pool, n_train, nonfinite, pool_min, pool_max,
     return reason
 
 
-def _segment_positions(xp, seg_of_entry, n_per_seg):
-    """1-based position of each entry within its segment (entries sorted by segment)."""
-    starts = xp.cumsum(n_per_seg) - n_per_seg
-    return xp.arange(seg_of_entry.shape[0], dtype=xp.int64) - starts[seg_of_entry] + 1
-
-
 def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, gain="linear"):
     """The requested metrics of every user, at every cut-off.
 
@@ -94,7 +88,8 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
     order = xp.argsort(user * (max_rank + 1) + ranks)
     rank = ranks[order].astype(xp.float64)
     g = gains[order]
-    j = _segment_positions(xp, user, n_test).astype(xp.float64)
+    first_of_user = (xp.cumsum(n_test) - n_test)[user]  # entry index where each entry's user starts
+    j = (xp.arange(user.shape[0], dtype=xp.int64) - first_of_user + 1).astype(xp.float64)
 
     def by_cutoff(weights, positions):
         """Per user and cut-off k: the sum of weights of the entries with position <= k."""
@@ -133,12 +128,10 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
                 ideal = xp.lexsort(xp.stack([-gains, user]))
                 g_ideal = xp.maximum(gains[ideal], 0.0)
                 # NDCG is scale-free: divide by the user's largest gain so no sum overflows
-                starts = xp.cumsum(n_test) - n_test
-                scale = xp.where(n_test > 0, g_ideal[xp.minimum(starts, max(g.shape[0] - 1, 0))], 1.0)
-                scale = xp.where(scale > 0, scale, 1.0)[user]
+                scale = g_ideal[first_of_user]
+                scale = xp.where(scale > 0, scale, 1.0)
                 dcg = by_cutoff(g / scale / xp.log2(rank + 1.0), rank)
-                i = _segment_positions(xp, user, n_test).astype(xp.float64)
-                idcg = by_cutoff(g_ideal / scale / xp.log2(i + 1.0), i)
+                idcg = by_cutoff(g_ideal / scale / xp.log2(j + 1.0), j)  # ideal item j sits at rank j
                 ndcg = dcg / idcg
                 ndcg[per_user((g > 0).astype(xp.float64)) == 0] = xp.nan  # rule 8
                 out[name] = ndcg

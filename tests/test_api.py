@@ -195,3 +195,10 @@ def test_float64_biases_are_not_rounded_to_float32():
     out = gpureco.calc_reco_metrics(None, sp.csr_array([[0, 0, 1.0]]), A, B, k=1,
                                     item_biases=np.array([0, 1, 1 + 1e-9]), all_metrics=True, as_df=False)
     assert out["P@K"][0] == 1.0 and out["ROC_AUC"][0] == 1.0
+
+
+def test_users_without_any_test_entry():
+    with pytest.warns(RuntimeWarning, match=r"rule 1 .*: 3 users"):
+        df = gpureco.calc_reco_metrics(None, sp.csr_array((3, 5)), np.ones((3, 1)), np.arange(5.0)[:, None],
+                                       k=2, all_metrics=True)
+    assert df.shape == (3, 10) and df.isna().all().all()
