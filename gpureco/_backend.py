@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 DEVICES = ("auto", "cpu", "gpu", "cuda:N")
+
+
+def array_module(*arrays):
+    """numpy, or cupy when any of `arrays` is a CuPy array (never imports cupy otherwise)."""
+    for a in arrays:
+        if type(a).__module__.split(".")[0] in ("cupy", "cupyx"):
+            import cupy
+            return cupy
+    return np
 
 
 def resolve_device(device):
