@@ -2,9 +2,10 @@
 
 See docs/metrics.md for the definition of every metric, the tie rule and the NaN rules.
 """
-from ._api import calc_reco_metrics
+from ._api import calc_reco_metrics, top_k
+from ._backend import gpu_available
 from ._metrics import NAN_REASONS
 from ._split import split_reco_train_test
 
-__all__ = ["calc_reco_metrics", "split_reco_train_test", "NAN_REASONS"]
+__all__ = ["calc_reco_metrics", "top_k", "split_reco_train_test", "gpu_available", "NAN_REASONS"]
 __version__ = "0.1.0"

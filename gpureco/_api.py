@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from . import _backend, _cpu
 from . import _validation as v
-from ._backend import resolve_device
-from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, warn_nan
+from ._engine import Problem, evaluate, on_device, warn_nan
 from ._metrics import GAINS, METRICS
 
 
@@ -19,7 +19,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
                       pr_auc=False, all_metrics=False, rename_k=True, break_ties_with_noise=False,
                       min_pos_test=1, min_items_pool=2, consider_cold_start=True, cumulative=False,
                       nthreads=-1, seed=1, device="auto", *, gain="linear", batch_size=None,
-                      max_memory=DEFAULT_MAX_MEMORY):
+                      max_memory=None, output=None, tf32=False):
     r"""Per-user ranking metrics of a factor model, as recometrics computes them (with its bugs fixed).
 
     For every user (row of ``X_test``), every item not in that user's row of ``X_train`` (the
@@ -87,15 +87,31 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     seed : int, Generator or RandomState, default=1
         Seed of the tie-breaking keys (used with ``break_ties_with_noise=True``).
     device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
-        Where to evaluate; this version has the CPU engine only.
+        Where to evaluate: "auto" takes the current CUDA device when CuPy can use one (see
+        ``gpureco.gpu_available()``), else the CPU, with a warning when CuPy is installed but
+        finds no usable GPU; "gpu" (the current device) and "cuda:N" raise without one. Both
+        backends give the same numbers. Factors already in GPU memory (CuPy arrays, objects
+        with ``__cuda_array_interface__`` or CUDA DLPack, such as torch CUDA tensors) are used
+        there without a copy; host arrays are copied once. CuPy sparse matrices are copied to
+        the host for validation.
     gain : {"linear", "exponential", "binary"}, default="linear"
         NDCG gain of a test value g: g, 2**g - 1, or [g > 0].
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
-    max_memory : int, default=256 MiB
-        Bytes of scores held at once: the block of batch_size users (4 bytes per score for
-        float32 factors, else 8) plus 8 rows per ranking thread; at least one user per block.
-        The inputs and the per-user results come on top of it.
+    max_memory : int, default=None
+        Bytes of workspace. On the CPU (default 256 MiB): the block of batch_size users' scores
+        (4 bytes per score for float32 factors, else 8) plus 8 rows per ranking thread. On the
+        GPU (default 1 GiB): score tiles of up to 65,536 items per user of the batch, and the
+        batch's test items; a CUDA out-of-memory error halves the batch and retries. At least
+        one user per batch; the inputs and the per-user results come on top of it.
+    output : {None, "cupy"}, default=None
+        None: as ``as_df`` says (host arrays). "cupy": a dict of CuPy arrays that stay in GPU
+        memory (for use inside a training loop); needs the GPU backend.
+    tf32 : bool, default=False
+        Let cuBLAS use TF32 tensor cores for float32 factors (GPU only). The score filter is
+        then coarser (its error bound is about 2**-9 of the score scale instead of F * 2**-24),
+        so more comparisons go to the exactly defined score: the results stay exactly the
+        same, and whether TF32 is faster depends on how many scores are near-ties.
 
     Returns
     -------
@@ -126,15 +142,23 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     """
     if X_test is None:
         raise ValueError("'X_test' is required; got None.")
-    X_test = v.as_csr(X_test, "X_test")
+    X_test = v.as_csr(_backend.to_host(X_test, "X_test"), "X_test")
     if not np.all(np.isfinite(X_test.data)):
         raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
                          f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
     n_users, n_items = X_test.shape
     if X_train is None:
         X_train = sp.csr_array((n_users, n_items))
-    X_train = v.as_csr(X_train, "X_train", shape=X_test.shape)
-    A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items)
+    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape)
+    backend = _backend.resolve_device(device)
+    problem = Problem(X_train, X_test, None, None, None, 0, False, backend, bool(tf32))
+    with on_device(problem):
+        if backend[0] == "gpu":
+            A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
+        else:
+            A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
+                                               for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
+                                             n_users, n_items)
     k = v.check_int(k, "k", low=1, high=n_items)
     flags = dict(precision=precision, trunc_precision=trunc_precision, recall=recall,
                  average_precision=average_precision, trunc_average_precision=trunc_average_precision,
@@ -153,16 +177,23 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
                          f"got a maximum of {float(X_test.data.max())!r}.")
     if batch_size is not None:
         batch_size = v.check_int(batch_size, "batch_size", low=1)
-    max_memory = v.check_int(max_memory, "max_memory", low=1)
-    resolve_device(device)
+    if max_memory is not None:
+        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    if output is not None:
+        v.check_choice(output, "output", ("cupy",))
+    if output == "cupy" and backend[0] != "gpu":
+        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
     v.check_disjoint(X_train, X_test)
 
-    problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise))
+    problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
     cutoffs = np.arange(1, k + 1) if cumulative else np.array([k])
     values, counts = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
                               consider_cold_start=bool(consider_cold_start), nthreads=nthreads, gain=gain,
                               batch_size=batch_size, max_memory=max_memory)
     warn_nan(counts, n_users)
+    if output == "cupy":
+        return _format(values, k, False, cumulative, rename_k, counts)
+    values = {name: _backend.to_host(a, name) for name, a in values.items()}
     return _format(values, k, as_df, cumulative, rename_k, counts)
 
 
@@ -184,3 +215,95 @@ def _format(values, k, as_df, cumulative, rename_k, counts):
     df = pd.DataFrame(columns)
     df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
     return df
+
+
+def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_with_noise=False, seed=1,
+          device="auto", output=None, batch_size=None, max_memory=None, tf32=False):
+    r"""Each user's top-K list: the K pool items (not in ``X_train``) of highest score.
+
+    Scores and ties are those of :func:`calc_reco_metrics`: the score of item i for user u is
+    the float64 sum of ``A[u, f] * B[i, f]`` in order f = 0..F-1 plus ``item_biases[i]``,
+    ties go to the lower item index (or the seeded key with ``break_ties_with_noise``), and
+    both backends return the same lists.
+
+    Parameters
+    ----------
+    A : array of shape (n_users, n_factors), or None
+    B : array of shape (n_items, n_factors), or None
+        Factors (None and None with ``item_biases``: a non-personalised model). NumPy arrays,
+        or GPU arrays (CuPy, ``__cuda_array_interface__``, CUDA DLPack) used without a copy.
+    k : int
+        List length, >= 1. On the GPU, K up to 1,024 runs in one pass over the scores; larger
+        K (and users with more near-ties than the kernel's buffer) take a full-row path.
+    X_train : sparse matrix of shape (n_users, n_items), default=None
+        Items never recommended to the user (consumed in training).
+    item_biases : array of shape (n_items,), default=None
+    users : array of int, default=None
+        Rows of A to list (default: every user), in the order wanted.
+    break_ties_with_noise, seed, device, batch_size, max_memory, tf32
+        As in :func:`calc_reco_metrics`.
+    output : {None, "cupy"}, default=None
+        "cupy" keeps the lists in GPU memory (GPU backend only).
+
+    Returns
+    -------
+    items : int64 array of shape (n_listed, k)
+        Item indices, best first; -1 where the user's pool has fewer than k items whose
+        score is not NaN (items with a NaN score are never listed).
+    scores : float64 array of shape (n_listed, k)
+        Their defined scores (NaN where items is -1).
+
+    Examples
+    --------
+    >>> import numpy as np, gpureco
+    >>> B = np.array([[0.0], [4.0], [3.0], [4.0]])
+    >>> items, scores = gpureco.top_k(np.ones((1, 1)), B, 2, device="cpu")
+    >>> items.tolist(), scores.tolist()
+    ([[1, 3]], [[4.0, 4.0]])
+    """
+    if (A is None) == (B is None) and A is None and item_biases is None:
+        raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
+    n_items = (B.shape[0] if B is not None else np.shape(item_biases)[0])
+    n_users = (A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0]))
+    if X_train is None:
+        X_train = sp.csr_array((n_users, n_items))
+    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
+    n_users = X_train.shape[0] if A is None else n_users
+    if X_train.shape != (n_users, n_items):
+        raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
+                         f"got {X_train.shape}.")
+    k = v.check_int(k, "k", low=1)
+    if users is None:
+        users = np.arange(n_users, dtype=np.int64)
+    else:
+        users = np.asarray(_backend.to_host(users, "users"))
+        if users.ndim != 1 or users.dtype.kind not in "iu" or (users.size and (users.min() < 0 or users.max() >= n_users)):
+            raise ValueError(f"'users' must be a 1-d array of user indices in [0, {n_users - 1}]; got "
+                             f"{users.dtype} values of shape {users.shape}.")
+        users = users.astype(np.int64)
+    seed = v.check_seed(seed)
+    if batch_size is not None:
+        batch_size = v.check_int(batch_size, "batch_size", low=1)
+    if max_memory is not None:
+        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    backend = _backend.resolve_device(device)
+    if output is not None:
+        v.check_choice(output, "output", ("cupy",))
+        if backend[0] != "gpu":
+            raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} runs on the CPU.")
+    problem = Problem(X_train, X_train, None, None, None, seed, bool(break_ties_with_noise), backend, bool(tf32))
+    with on_device(problem):
+        if backend[0] == "gpu":
+            from . import _gpu
+            A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
+            scorer = _gpu.FactorScores(A, B, item_biases, tf32)
+            items, scores = _gpu.top_k(X_train, users, scorer, k, seed, bool(break_ties_with_noise), batch_size,
+                                       max_memory or _gpu.DEFAULT_MAX_MEMORY)
+            if output == "cupy":
+                return items, scores
+            return items.get(), scores.get()
+        A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
+                                           for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
+                                         n_users, n_items)
+        rows = batch_size or max(1, int((max_memory or 256 * 2**20) // (24 * max(1, n_items))))
+        return _cpu.top_k(X_train, users, A, B, item_biases, k, seed, bool(break_ties_with_noise), rows)

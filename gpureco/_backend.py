@@ -1,28 +1,159 @@
-"""Which backend evaluates. The one module allowed to import cupy (none yet: the GPU engine
-plugs in here, so that `import gpureco` never needs CuPy)."""
+"""Which backend evaluates, and the one module that imports cupy.
+
+`import gpureco` never needs CuPy: it is imported on first use, and whether a GPU is usable
+is decided once per process (`gpu_available`), with the reason when it is not.
+"""
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 DEVICES = ("auto", "cpu", "gpu", "cuda:N")
+_state = None  # (cupy module or None, GpuStatus, installed: bool), set by _probe
+_warned = False  # the CPU fallback of device="auto" is announced once per process
+
+
+class GpuStatus(NamedTuple):
+    """Whether gpureco can use a GPU here; `reason` says why not, or names the device."""
+    available: bool
+    reason: str
+
+    def __bool__(self):
+        return self.available
+
+
+def _probe():
+    global _state
+    if _state is None:
+        try:
+            import cupy
+        except ImportError as error:
+            _state = (None, GpuStatus(False, f"CuPy is not installed ({error}); install gpureco[cuda12] or "
+                                             "gpureco[cuda13] to match your CUDA version"), False)
+            return _state
+        except Exception as error:  # a broken installation
+            _state = (None, GpuStatus(False, f"CuPy failed to import: {type(error).__name__}: {error}"), True)
+            return _state
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+            why = "no CUDA device found"
+        except Exception as error:  # no driver, no device, or a CUDA version mismatch
+            count, why = 0, f"{type(error).__name__}: {error}"
+        if count > 0:
+            name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            _state = (cupy, GpuStatus(True, f"{count} CUDA device(s); device 0 is {name}"), True)
+        else:
+            _state = (None, GpuStatus(False, f"CuPy is installed but no CUDA device is usable ({why})"), True)
+    return _state
+
+
+def gpu_available():
+    """Whether gpureco can evaluate on a GPU, and if not, why.
+
+    Returns
+    -------
+    GpuStatus
+        A named tuple ``(available, reason)`` that is truthy when a GPU is usable.
+
+    Examples
+    --------
+    >>> import gpureco
+    >>> status = gpureco.gpu_available()
+    >>> isinstance(status.reason, str)
+    True
+    """
+    return _probe()[1]
+
+
+def cupy():
+    """The cupy module (only after resolve_device chose the GPU)."""
+    module = _probe()[0]
+    if module is None:
+        raise RuntimeError(f"gpureco: no GPU: {gpu_available().reason}.")
+    return module
+
+
+def resolve_device(device):
+    """("cpu", None) or ("gpu", device id) for a `device` argument.
+
+    "auto" takes the current CUDA device when one is usable, else the CPU (with one warning
+    per process when CuPy is installed but cannot use a GPU); "gpu" and "cuda:N" raise
+    without one.
+    """
+    global _warned
+    if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or re.fullmatch(r"cuda:\d+", device)):
+        raise ValueError(f"'device' must be one of {', '.join(map(repr, DEVICES))}; got {device!r}.")
+    if device == "cpu":
+        return "cpu", None
+    module, status, installed = _probe()
+    if not status:
+        if device == "auto":
+            if installed and not _warned:
+                _warned = True
+                warnings.warn(f"gpureco: evaluating on the CPU: {status.reason}.", RuntimeWarning, stacklevel=3)
+            return "cpu", None
+        raise RuntimeError(f"device={device!r} needs a usable GPU: {status.reason}.")
+    if device.startswith("cuda:"):
+        index, count = int(device[5:]), module.cuda.runtime.getDeviceCount()
+        if index >= count:
+            raise ValueError(f"device={device!r}: this machine has {count} CUDA device(s), numbered 0 to {count - 1}.")
+        return "gpu", index
+    return "gpu", module.cuda.Device().id
+
+
+def is_device_array(x):
+    """Whether x lives in GPU memory (CuPy, CUDA array interface, or a CUDA DLPack device)."""
+    if hasattr(x, "__cuda_array_interface__") or type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
+        return True
+    try:
+        return x.__dlpack_device__()[0] in (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+    except Exception:
+        return False
+
+
+def to_device(x):
+    """x as a CuPy array, without a copy when it is already in GPU memory."""
+    cp = cupy()
+    if isinstance(x, cp.ndarray):
+        return x
+    if not hasattr(x, "__cuda_array_interface__") and hasattr(x, "__dlpack__") and is_device_array(x):
+        return cp.from_dlpack(x)
+    return cp.asarray(x)
+
+
+def to_host(x, name):
+    """x as a NumPy array (a copy from the GPU when it lives there); scipy/cupyx sparse to scipy."""
+    if type(x).__module__.startswith("cupyx.scipy.sparse"):
+        return x.get()
+    if not is_device_array(x):
+        return x
+    if _probe()[0] is None and type(x).__module__.split(".")[0] not in ("cupy", "cupyx"):
+        raise TypeError(f"'{name}' is in GPU memory but gpureco cannot use CuPy here ({gpu_available().reason}); "
+                        "pass a host (NumPy) array.")
+    return to_device(x).get()
 
 
 def array_module(*arrays):
     """numpy, or cupy when any of `arrays` is a CuPy array (never imports cupy otherwise)."""
     for a in arrays:
         if type(a).__module__.split(".")[0] in ("cupy", "cupyx"):
-            import cupy
-            return cupy
+            return cupy()
     return np
 
 
-def resolve_device(device):
-    """The backend name for a `device` argument: "cpu" (the only engine in this version)."""
-    if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or re.fullmatch(r"cuda:\d+", device)):
-        raise ValueError(f"'device' must be one of {', '.join(map(repr, DEVICES))}; got {device!r}.")
-    if device in ("auto", "cpu"):
-        return "cpu"
-    raise ValueError(f"device={device!r}: this version of gpureco has no GPU engine yet; "
-                     "use device='cpu' or device='auto'.")
+@contextlib.contextmanager
+def float32_compute(tf32):
+    """cuBLAS float32 products with TF32 tensor cores only when `tf32` (CuPy's global setting
+    is restored afterwards, whatever CUPY_TF32 says)."""
+    from cupy._core import _routines_linalg as linalg
+    old = linalg.get_compute_type(np.float32)
+    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32 if tf32 else linalg.COMPUTE_TYPE_FP32)
+    try:
+        yield
+    finally:
+        linalg.set_compute_type(np.float32, old)

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._cpu_ranks import rank_test_items
+from ._cpu_ranks import pair_scores, rank_test_items, tie_keys
+from ._scores import magnitudes, score_tolerance, select_top_k
 
 THREAD_ROWS = 8  # score rows each ranking thread holds (GROUP in _cpu_ranks.pyx)
 
@@ -25,25 +26,6 @@ class CpuRanking:
         self.pool_min = np.full(n_users, np.nan)
         self.pool_max = np.full(n_users, np.nan)
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
-
-
-def _gamma(n, unit_roundoff):
-    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n rounded operations."""
-    return n * unit_roundoff / (1.0 - n * unit_roundoff)
-
-
-def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype):
-    """Per user, a bound on |BLAS score - exact score| for every item (doubled for safety).
-
-    Both are dot products of F terms plus a bias, rounded in `dtype` (any order) and in
-    float64 (in order): each is within gamma_(F+2) * (sum_f |a_f| max_j |b_jf| + max |bias|)
-    of the real value; underflow adds at most one smallest normal number per term.
-    """
-    n_factors = user_rows.shape[1]
-    scale = np.abs(user_rows.astype(np.float64)) @ item_abs_max + bias_abs_max
-    finfo = np.finfo(dtype)
-    gamma = _gamma(n_factors + 2, float(finfo.eps) / 2) + _gamma(n_factors + 2, 2.0**-53)
-    return 2.0 * (gamma * scale + (n_factors + 2) * float(finfo.tiny))
 
 
 def score_block(A, B, biases, users, out):
@@ -66,14 +48,10 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test, n_items = problem.X_train, problem.X_test, problem.n_items
-    A, B = problem.A, problem.B
-    if B is None:  # a non-personalised model: no factors (F = 0), the scores are the biases
-        A, B = np.zeros((problem.n_users, 0)), np.zeros((n_items, 0))
-    has_bias = problem.item_biases is not None
-    biases = problem.item_biases if has_bias else np.zeros(0)
+    # a non-personalised model has no factors (F = 0): the scores are the biases
+    A, B, biases, has_bias = _model(problem.A, problem.B, problem.item_biases, problem.n_users, n_items)
     # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
-    item_abs_max = np.where(np.isfinite(B), np.abs(B), 0).max(axis=0, initial=0).astype(np.float64)
-    bias_abs_max = float(np.where(np.isfinite(biases), np.abs(biases), 0).max(initial=0))
+    item_abs_max, bias_abs_max = magnitudes(B, biases)
     block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
     rows = [np.empty(THREAD_ROWS * n_items, dtype=B.dtype) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
@@ -91,3 +69,47 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
             for job in jobs:
                 job.result()
     return result
+
+
+def _model(A, B, biases, n_users, n_items):
+    """(A, B, biases, has_bias) with F = 0 factors for a non-personalised model."""
+    if B is None:
+        A, B = np.zeros((n_users, 0)), np.zeros((n_items, 0))
+    has_bias = biases is not None
+    return A, B, (biases if has_bias else np.zeros(0)), has_bias
+
+
+def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
+    """(items, scores) of shape (len(users), k): each user's k best pool items by defined score,
+    ties by key; -1 and NaN where fewer than k pool items have a non-NaN score.
+
+    The k-th largest filter score tau of a row bounds the k-th largest defined score from
+    below by tau - tol, so every item of the top k has a filter score >= tau - 2 tol: those
+    candidates get their defined scores and the best k are kept."""
+    n_items = train.shape[1]
+    A, B, biases, has_bias = _model(A, B, biases, train.shape[0], n_items)
+    item_abs_max, bias_abs_max = magnitudes(B, biases)
+    out_items = np.full((users.shape[0], k), -1, dtype=np.int64)
+    out_scores = np.full((users.shape[0], k), np.nan)
+    block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
+    for begin in range(0, users.shape[0], batch_size):
+        batch = users[begin: begin + batch_size]
+        rows = score_block(A, B, biases, batch, block).T.astype(np.float64)  # a copy, masked below
+        n_train = np.diff(train.indptr)[batch]
+        local = np.repeat(np.arange(batch.shape[0]), n_train)
+        entries = np.arange(local.shape[0]) + np.repeat(train.indptr[batch] - (np.cumsum(n_train) - n_train), n_train)
+        rows[local, train.indices[entries]] = np.nan
+        tol = (score_tolerance(np.ascontiguousarray(A[batch]), item_abs_max, bias_abs_max, B.dtype)
+               if B.shape[1] else np.zeros(batch.shape[0]))
+        if k <= n_items:
+            kth = -np.partition(-np.where(np.isnan(rows), -np.inf, rows), k - 1, axis=1)[:, k - 1]
+        else:
+            kth = np.full(batch.shape[0], -np.inf)
+        local, item = np.nonzero(rows >= (kth - 2.0 * tol)[:, None])
+        item = item.astype(np.int64)
+        user = np.ascontiguousarray(batch[local])
+        exact = pair_scores(user, item, A, B, biases, has_bias)
+        keys = tie_keys(user, item, seed, noise)
+        out_items[begin: begin + batch_size], out_scores[begin: begin + batch_size] = select_top_k(
+            np, local, item, exact, keys, batch.shape[0], k)
+    return out_items, out_scores

@@ -360,3 +360,23 @@ def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, 
     for i in range(users.shape[0]):
         o[i] = gpureco_tie_key(seed, <uint64_t>users[i], <uint64_t>items[i], noise)
     return out
+
+
+def pair_scores(const int64_t[::1] users, const int64_t[::1] items, const factor_t[:, ::1] user_factors,
+                const factor_t[:, ::1] item_factors, const double[::1] item_biases, bint has_bias):
+    """The defined scores of the pairs (users[i], items[i]) (float64)."""
+    import numpy as np
+    cdef int64_t i, n = users.shape[0]
+    out = np.empty(n)
+    cdef double[::1] o = out
+    cdef Model model
+    cdef factor_t tag = 0
+    model.B = &item_factors[0, 0] if item_factors.shape[1] > 0 and item_factors.shape[0] > 0 else NULL
+    model.n_factors = item_factors.shape[1]
+    model.bias = &item_biases[0] if has_bias else NULL
+    model.has_bias = has_bias
+    with nogil:
+        for i in range(n):
+            model.a = &user_factors[users[i], 0] if model.n_factors > 0 else NULL
+            o[i] = exact_score(&model, items[i], tag)
+    return out

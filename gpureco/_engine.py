@@ -5,12 +5,13 @@ report their pool statistics; the metrics are computed from those by _metrics.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _cpu
+from . import _backend, _cpu
 from ._metrics import NAN_REASONS, metrics_from_ranks, nan_reasons
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of one block of scores
@@ -25,6 +26,8 @@ class Problem:
     item_biases: np.ndarray | None
     seed: int
     break_ties_with_noise: bool
+    device: tuple = ("cpu", None)  # _backend.resolve_device's answer; A, B, item_biases live there
+    tf32: bool = False
 
     @property
     def n_users(self):
@@ -44,9 +47,23 @@ def batch_size_for(n_items, itemsize, nthreads, max_memory, batch_size=None):
     return max(1, int(max_memory // row_bytes) - nthreads * _cpu.THREAD_ROWS)
 
 
+def on_device(problem):
+    """The context of the problem's CUDA device (none for the CPU)."""
+    kind, index = problem.device
+    return _backend.cupy().cuda.Device(index) if kind == "gpu" else contextlib.nullcontext()
+
+
 def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_cold_start,
-             nthreads, gain="linear", batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
-    """({name: per-user values}, {NaN rule: number of users}) for the registry `names`."""
+             nthreads, gain="linear", batch_size=None, max_memory=None):
+    """({name: per-user values}, {NaN rule: number of users}) for the registry `names`; the values
+    are NumPy arrays on the CPU backend and CuPy arrays on the GPU backend."""
+    with on_device(problem):
+        return _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_cold_start, nthreads,
+                         gain, batch_size, max_memory)
+
+
+def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_cold_start, nthreads, gain,
+              batch_size, max_memory):
     n_test = np.diff(problem.X_test.indptr)
     n_train = np.diff(problem.X_train.indptr)
     n_pool = problem.n_items - n_train
@@ -54,28 +71,44 @@ def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_
     reason = nan_reasons(np, n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
     users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
-    itemsize = 8 if problem.B is None else problem.B.dtype.itemsize
-    rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory, batch_size)
-    # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
-    max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-    ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
-    reason = nan_reasons(np, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
+    if problem.device[0] == "gpu":
+        from . import _gpu
+        xp = _backend.cupy()
+        scorer = _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32)
+        ranking = _gpu.rank_users(problem, users, scorer, batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
+        n_test, n_pool, n_train = xp.asarray(n_test), xp.asarray(n_pool), xp.asarray(n_train)
+    else:
+        xp = np
+        itemsize = 8 if problem.B is None else problem.B.dtype.itemsize
+        rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory or DEFAULT_MAX_MEMORY, batch_size)
+        # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
+        max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
+        ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
+    reason = nan_reasons(xp, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
                          ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
-    gains = problem.X_test.data.astype(np.float64)
-    values = metrics_from_ranks(np, ranking.ranks, gains, n_test, n_pool, np.asarray(cutoffs, dtype=np.int64),
+    gains = xp.asarray(problem.X_test.data, dtype=xp.float64)
+    values = metrics_from_ranks(xp, ranking.ranks, gains, n_test, n_pool, xp.asarray(cutoffs, dtype=xp.int64),
                                 names, reason == 0, gain=gain)
-    return values, nan_counts(values, reason, n_pool, n_test, int(max(cutoffs)))
+    ndcg_nan = values["NDCG@K"][:, 0] if "NDCG@K" in values else None
+    counts = nan_counts(set(values), _host(reason), _host(n_pool), _host(n_test), int(max(cutoffs)),
+                        None if ndcg_nan is None else np.isnan(_host(ndcg_nan)))
+    return values, counts
 
 
-def nan_counts(values, reason, n_pool, n_test, max_k):
-    """Users per NaN rule: whole-user rules 1-5 (first that applies), then partial rules 6-8."""
+def _host(x):
+    return x if isinstance(x, np.ndarray) else x.get()
+
+
+def nan_counts(names, reason, n_pool, n_test, max_k, ndcg_nan=None):
+    """Users per NaN rule: whole-user rules 1-5 (first that applies), then partial rules 6-8
+    (host arrays; ndcg_nan: whether each user's NDCG is NaN, when NDCG was computed)."""
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
-    counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(values) - {"NDCG@K"} else 0
+    counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(names) - {"NDCG@K"} else 0
     counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if any(
-        name in values for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
+        name in names for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
     # NDCG of a valid user is NaN only by rule 8 (no positive gain), at every cut-off alike
-    counts[8] = int(np.sum(ok & np.isnan(values["NDCG@K"][:, 0]))) if "NDCG@K" in values else 0
+    counts[8] = int(np.sum(ok & ndcg_nan)) if ndcg_nan is not None else 0
     return {code: n for code, n in counts.items() if n}
 
 

@@ -105,8 +105,9 @@ def as_csr(X, name, shape=None, values="float64"):
     return X
 
 
-def as_factors(A, B, item_biases, n_users, n_items):
-    """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are."""
+def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=np.asarray):
+    """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are.
+    With xp=cupy (and asarray=_backend.to_device) they stay in, or go to, GPU memory."""
     if (A is None) != (B is None):
         raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
                          f"'item_biases'); got A={'None' if A is None else 'an array'}, "
@@ -118,7 +119,7 @@ def as_factors(A, B, item_biases, n_users, n_items):
         if sp.issparse(value):
             raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
         try:
-            arr = np.asarray(value)
+            arr = asarray(value)
         except ValueError as error:  # ragged nested lists
             raise TypeError(f"'{name}' must be a rectangular array of numbers; NumPy says: {error}") from None
         _check_real_dtype(arr.dtype, name)
@@ -147,7 +148,7 @@ def as_factors(A, B, item_biases, n_users, n_items):
         single = arrays["item_biases"].dtype == np.float32
     dtype = np.float32 if single else np.float64
     dtypes = {"A": dtype, "B": dtype, "item_biases": np.float64}  # biases are added exactly
-    return tuple(None if name not in arrays else np.ascontiguousarray(arrays[name], dtype=dtypes[name])
+    return tuple(None if name not in arrays else xp.ascontiguousarray(arrays[name], dtype=dtypes[name])
                  for name in ("A", "B", "item_biases"))
 
 

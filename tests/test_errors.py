@@ -52,7 +52,6 @@ CASES = [
     (dict(min_pos_test=-1), ValueError, r"'min_pos_test' must be an int in the range \[0, inf\]; got -1"),
     (dict(min_items_pool="2"), TypeError, r"'min_items_pool' must be an int; got '2'"),
     (dict(device="tpu"), ValueError, r"'device' must be one of 'auto', 'cpu', 'gpu', 'cuda:N'; got 'tpu'"),
-    (dict(device="gpu"), ValueError, r"device='gpu': this version of gpureco has no GPU engine yet"),
     (dict(gain="log"), ValueError, r"'gain' must be one of 'linear', 'exponential', 'binary'; got 'log'"),
     (dict(batch_size=0), ValueError, r"'batch_size' must be an int in the range \[1, inf\]; got 0"),
     (dict(A=sp.csr_array(A)), TypeError, r"'A' must be a dense array; got a SciPy sparse csr matrix"),

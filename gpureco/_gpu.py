@@ -1,0 +1,318 @@
+"""The GPU backend: cuBLAS score tiles as a filter, our CUDA kernels (kernels/*.cu) for the
+training mask, the rank counts, the pool statistics and the top-K candidates.
+
+The design is the CPU backend's (_cpu.py, _cpu_ranks.pyx), tile by tile: the users of a
+batch are scored one tile of items at a time (never the whole users x items matrix); the
+kernel reads each score once, skips training items (a bitmap of the user's CSR row per
+segment), and counts it against the user's test items, sorted by their defined scores.
+Comparisons closer than the filter's error bound are settled with the defined score, so
+the ranks are those of the CPU backend, bit for bit. Every cupy call goes through
+_backend.cupy().
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from . import _backend
+from ._scores import magnitudes, order_key, score_tolerance, select_top_k
+
+RANK_THREADS, RANK_SEGMENT = 256, 4096  # kernels/rank_tile.cu
+TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
+TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
+DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
+_modules = {}
+
+
+def kernels_dir():
+    """kernels/ inside an installed wheel (gpureco/kernels) or beside the package in a checkout."""
+    here = Path(__file__).resolve().parent
+    for folder in (here / "kernels", here.parent / "kernels"):
+        if (folder / "common.cuh").is_file():
+            return folder
+    raise RuntimeError(f"gpureco: the CUDA kernels (kernels/*.cu) are missing from this installation ({here}).")
+
+
+@functools.cache
+def kernels_hash():
+    """A hash of every kernel file, headers included: part of the compile options, so CuPy's
+    on-disk cache (keyed by source and options) is renewed when any of them changes."""
+    digest = hashlib.sha256()
+    for path in sorted(kernels_dir().glob("*.cu*")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def compile_options():
+    return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}")
+
+
+def kernel(file, name):
+    """A function of kernels/<file>.cu, compiled once per process and device (cached on disk by CuPy)."""
+    cp = _backend.cupy()
+    key = (file, cp.cuda.Device().id)
+    if key not in _modules:
+        source = (kernels_dir() / f"{file}.cu").read_text()
+        _modules[key] = cp.RawModule(code=source, options=compile_options())
+    return _modules[key].get_function(name)
+
+
+def _null():
+    return np.uint64(0)  # a null pointer argument
+
+
+class FactorScores:
+    """Score tiles A[users] B[items]^T (+ biases) by cuBLAS, and the defined scores of pairs."""
+
+    def __init__(self, A, B, biases, tf32=False):
+        cp = _backend.cupy()
+        self.biases = biases
+        self.A, self.B = A, B
+        self.n_factors = 0 if B is None else B.shape[1]
+        self.dtype = np.dtype(np.float64 if B is None else B.dtype)
+        self.suffix = "f32" if self.dtype == np.float32 else "f64"
+        self.tf32 = bool(tf32) and self.dtype == np.float32
+        if B is not None:
+            self.item_abs_max, self.bias_abs_max = magnitudes(B, biases if biases is not None else cp.zeros(0))
+        self.given = B is None  # a non-personalised model: the biases are the scores
+
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def tolerance(self, users):
+        cp = _backend.cupy()
+        if self.given:
+            return cp.zeros(users.shape[0])
+        return score_tolerance(self.A[users], self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32)
+
+    def tile(self, user_rows, begin, n, buffer):
+        """(scores, leading dimension, given) for items begin .. begin + n of the batch."""
+        cp = _backend.cupy()
+        if self.given:
+            return self.biases[begin:], np.int64(0), np.int32(1)
+        scores = buffer[: user_rows.shape[0] * n].reshape(user_rows.shape[0], n)
+        with _backend.float32_compute(tf32=self.tf32):  # cuBLAS uses TF32 only when asked
+            cp.matmul(user_rows, self.B[begin: begin + n].T, out=scores)
+        return scores, np.int64(n), np.int32(0)
+
+    def user_rows(self, users):
+        return None if self.given else self.A[users]
+
+    def launch_args(self):
+        """A, B, n_factors, bias arguments of the kernels."""
+        bias = self.biases if self.biases is not None else _null()
+        if self.given:
+            return _null(), _null(), np.int64(0), bias
+        return self.A, self.B, np.int64(self.n_factors), bias
+
+    def pairs(self, users, items, seed, noise):
+        """Defined scores and tie keys of (users[i], items[i]) (int64 device arrays)."""
+        cp = _backend.cupy()
+        scores, keys = cp.empty(users.shape[0]), cp.empty(users.shape[0], dtype=cp.uint64)
+        if users.shape[0]:
+            n = np.int64(users.shape[0])
+            blocks = int(min(65535, (users.shape[0] + 255) // 256))
+            kernel("exact_scores", f"pair_scores_{self.suffix if not self.given else 'f64'}")(
+                (blocks,), (256,), (users, items, n, *self.launch_args(), np.uint64(seed), np.int32(noise),
+                                    scores, keys))
+        return scores, keys
+
+
+class GpuRanking:
+    """Ranks, pool minimum, maximum and non-finite flag of every evaluated user (device arrays)."""
+
+    def __init__(self, cp, n_users, nnz_test):
+        self.ranks = cp.zeros(nnz_test, dtype=cp.int64)
+        self.pool_min = cp.full(n_users, cp.nan)
+        self.pool_max = cp.full(n_users, cp.nan)
+        self.nonfinite = cp.zeros(n_users, dtype=cp.uint8)
+
+
+def batches(n_users, first_size, run):
+    """Call run(begin, end) over [0, n_users) in batches, halving the batch on CUDA out-of-memory."""
+    cp = _backend.cupy()
+    size, begin = max(1, first_size), 0
+    while begin < n_users:
+        end = min(n_users, begin + size)
+        try:
+            run(begin, end)
+        except cp.cuda.memory.OutOfMemoryError as error:
+            cp.get_default_memory_pool().free_all_blocks()
+            if size == 1:
+                raise MemoryError(f"gpureco: one user does not fit in GPU memory ({error}); lower 'max_memory' "
+                                  "or free GPU memory.") from error
+            size = max(1, size // 2)
+            continue
+        begin = end
+
+
+def _batch_size(n_items, bytes_per_item_and_user, bytes_per_user, max_memory, batch_size):
+    if batch_size is not None:
+        return batch_size
+    tile = min(n_items, TILE_ITEMS)
+    return max(1, int(max_memory // (tile * bytes_per_item_and_user + bytes_per_user)))
+
+
+def _device_csr(X):
+    cp = _backend.cupy()
+    return cp.asarray(X.indptr), cp.asarray(X.indices)
+
+
+def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
+    """Rank the test items of `users` (sorted host int64 row indices): _cpu.rank_users on the GPU."""
+    cp = _backend.cupy()
+    train_indptr, train_indices = _device_csr(problem.X_train)
+    test_indptr, test_indices = _device_csr(problem.X_test)
+    result = GpuRanking(cp, problem.n_users, problem.X_test.nnz)
+    n_items = problem.n_items
+    max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
+    rows = _batch_size(n_items, scorer.itemsize(), 8 * scorer.n_factors + 32 * max_test + 64, max_memory, batch_size)
+    users_d = cp.asarray(users)
+    buffers = {}
+    rank = kernel("rank_tile", f"rank_tile_{scorer.suffix if not scorer.given else 'f64'}")
+    stats = kernel("exact_scores", f"pool_stats_{scorer.suffix}")
+    seed, noise = np.uint64(problem.seed), np.int32(problem.break_ties_with_noise)
+
+    def run(begin, end):
+        batch = users_d[begin:end]
+        nb = end - begin
+        # the batch's test entries, sorted best-first per user by defined score, then tie key
+        start = test_indptr[batch]
+        tests_begin = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(test_indptr[batch + 1] - start)])
+        m = int(tests_begin[-1])
+        local = cp.searchsorted(tests_begin[1:], cp.arange(m), side="right")
+        entry = start[local] + cp.arange(m) - tests_begin[local]
+        items = test_indices[entry].astype(cp.int64)
+        scores, keys = scorer.pairs(batch[local], items, problem.seed, problem.break_ties_with_noise)
+        order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
+        scores, keys, entry = scores[order], keys[order], entry[order]
+        counts = cp.zeros(m, dtype=cp.int32)
+        pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
+        pool_max = cp.zeros(nb, dtype=cp.uint64)
+        nonfinite = cp.zeros(nb, dtype=cp.int32)
+        tol = scorer.tolerance(batch)
+        user_rows = scorer.user_rows(batch)
+        tile = min(n_items, TILE_ITEMS)
+        if nb not in buffers:
+            buffers.clear()
+            buffers[nb] = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
+        for item_begin in range(0, n_items, tile):
+            n = min(tile, n_items - item_begin)
+            S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
+            rank((nb, (n + RANK_SEGMENT - 1) // RANK_SEGMENT), (RANK_THREADS,),
+                 (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices, tests_begin,
+                  scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(), seed, noise))
+        mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)
+        bad = (nonfinite != 0) | cp.isinf(mn) | cp.isinf(mx)
+        if not scorer.given:  # the filter cannot settle these: the defined scores of the whole pool
+            unsure = cp.flatnonzero(bad | ~(mx - mn > 2.0 * tol))
+            if unsure.shape[0]:
+                sub_min = cp.full(unsure.shape[0], np.iinfo(np.uint64).max, dtype=cp.uint64)
+                sub_max = cp.zeros(unsure.shape[0], dtype=cp.uint64)
+                sub_bad = cp.zeros(unsure.shape[0], dtype=cp.int32)
+                stats((int(unsure.shape[0]),), (256,), (batch[unsure], np.int64(n_items), train_indptr, train_indices,
+                                                       *scorer.launch_args(), sub_min, sub_max, sub_bad))
+                pool_min[unsure], pool_max[unsure], nonfinite[unsure] = sub_min, sub_max, sub_bad
+                mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)
+                bad = (nonfinite != 0) | cp.isinf(mn) | cp.isinf(mx)
+        result.pool_min[batch], result.pool_max[batch], result.nonfinite[batch] = mn, mx, bad.astype(cp.uint8)
+        # rank of the i-th best test item = counts[0] + ... + counts[i] within its user
+        total = cp.cumsum(counts, dtype=cp.int64)
+        before_user = (total - counts)[cp.minimum(tests_begin[:-1], max(m - 1, 0))] if m else total
+        result.ranks[entry] = total - before_user[local[order]]
+
+    batches(users.shape[0], rows, run)
+    return result
+
+
+def _from_order_key(cp, keys):
+    """The inverse of order_key (kernels/common.cuh gr_from_order_key)."""
+    top = (keys >> cp.uint64(63)).astype(bool)
+    bits = cp.where(top, keys & cp.uint64((1 << 63) - 1), ~keys)
+    return bits.view(cp.float64)
+
+
+def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
+    """(items, scores) of shape (len(users), k): each user's k best pool items by defined score
+    (ties by key), -1 and NaN where the pool has fewer than k items with a non-NaN score."""
+    cp = _backend.cupy()
+    train_indptr, train_indices = _device_csr(train)
+    n_items = train.shape[1]
+    out_items = cp.full((users.shape[0], k), -1, dtype=cp.int64)
+    out_scores = cp.full((users.shape[0], k), cp.nan)
+    users_d = cp.asarray(users)
+    kernel_path = k <= TOPK_MAX_K
+    per_user = 12 * TOPK_CAPACITY + 64 if kernel_path else 0
+    rows = _batch_size(n_items, scorer.itemsize() if kernel_path else 24, per_user + 8 * scorer.n_factors,
+                       max_memory, batch_size)
+    topk = kernel("topk_tile", f"topk_tile_{scorer.suffix if not scorer.given else 'f64'}")
+
+    def run(begin, end):
+        batch = users_d[begin:end]
+        nb = end - begin
+        tol = scorer.tolerance(batch)
+        user_rows = scorer.user_rows(batch)
+        if kernel_path:
+            cand_scores = cp.empty(nb * TOPK_CAPACITY)
+            cand_items = cp.empty(nb * TOPK_CAPACITY, dtype=cp.int32)
+            count = cp.zeros(nb, dtype=cp.int32)
+            tau = cp.full(nb, -cp.inf)
+            overflow = cp.zeros(nb, dtype=cp.int32)
+            tile = min(n_items, TILE_ITEMS)
+            buffer = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
+            for item_begin in range(0, n_items, tile):
+                n = min(tile, n_items - item_begin)
+                S, ld, given = scorer.tile(user_rows, item_begin, n, buffer)
+                topk((nb,), (TOPK_THREADS,), (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr,
+                                              train_indices, scorer.launch_args()[3], tol, np.int64(k), cand_scores,
+                                              cand_items, count, tau, overflow))
+            held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]
+            held &= ~overflow.astype(bool)[:, None]
+            local, slot = cp.nonzero(held.reshape(nb, TOPK_CAPACITY))
+            items = cand_items.reshape(nb, TOPK_CAPACITY)[local, slot].astype(cp.int64)
+            filter_scores = cand_scores.reshape(nb, TOPK_CAPACITY)[local, slot]
+            full_rows = cp.flatnonzero(overflow)
+        else:
+            local = items = filter_scores = cp.zeros(0, dtype=cp.int64)
+            full_rows = cp.arange(nb)
+        if full_rows.shape[0]:  # the full-row path: every pool score of these users at once
+            more = _full_row_candidates(scorer, batch, full_rows, user_rows, tol, k, train_indptr, train_indices,
+                                        n_items)
+            local = cp.concatenate([local, more[0]])
+            items = cp.concatenate([items, more[1]])
+            filter_scores = cp.concatenate([filter_scores.astype(cp.float64), more[2]])
+        exact, keys = scorer.pairs(batch[local], items, seed, noise)
+        if scorer.given:
+            exact = filter_scores.astype(cp.float64)
+        chosen_items, chosen_scores = select_top_k(cp, local, items, exact, keys, nb, k)
+        out_items[begin:end], out_scores[begin:end] = chosen_items, chosen_scores
+
+    batches(users.shape[0], rows, run)
+    return out_items, out_scores
+
+
+def _full_row_candidates(scorer, batch, rows, user_rows, tol, k, train_indptr, train_indices, n_items):
+    """(local user, item, filter score) of every pool item within 2 tol of the user's k-th
+    largest filter score: a superset of the top k by defined score."""
+    cp = _backend.cupy()
+    S, ld, _ = scorer.tile(None if user_rows is None else user_rows[rows], 0, n_items,
+                           cp.empty(rows.shape[0] * n_items, dtype=scorer.dtype))
+    if scorer.given:
+        S = cp.broadcast_to(S[:n_items], (rows.shape[0], n_items))
+    elif scorer.biases is not None:  # as the kernels add them: in the factors' dtype
+        S = S + scorer.biases.astype(scorer.dtype)
+    S = S.astype(cp.float64)  # a copy: the training items are masked in it
+    user = batch[rows]
+    start, stop = train_indptr[user], train_indptr[user + 1]
+    n_train = stop - start
+    offsets = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(n_train)])
+    t = cp.arange(int(offsets[-1]))
+    row_of = cp.searchsorted(offsets[1:], t, side="right")
+    S[row_of, train_indices[start[row_of] + t - offsets[row_of]]] = cp.nan
+    finite_view = cp.where(cp.isnan(S), -cp.inf, S)
+    kth = -cp.sort(-finite_view, axis=1)[:, k - 1] if k <= n_items else cp.full(rows.shape[0], -cp.inf)
+    local, item = cp.nonzero(S >= (kth - 2.0 * tol[rows])[:, None])
+    return rows[local], item.astype(cp.int64), S[local, item]

@@ -1,0 +1,98 @@
+// Definitions shared by every gpureco kernel, identical to the CPU engine's
+// (gpureco/_cpu_ranks.pyx): the defined score, the tie key and the rank search.
+// Everything here is __host__ __device__ so that tests can check it on the host with nvcc.
+#pragma once
+
+#ifdef __CUDACC_RTC__
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+#else
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#endif
+
+#define GR_HD __host__ __device__ __forceinline__
+
+// splitmix64 finaliser (gpureco_mix64 in _cpu_ranks.pyx)
+GR_HD uint64_t gr_mix64(uint64_t x) {
+    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27; x *= 0x94D049BB133111EBULL;
+    x ^= x >> 31; return x;
+}
+
+// Ties go to the smaller key: the item index, or with noise a seeded 32-bit random
+// number per (user, item) above the item index.
+GR_HD uint64_t gr_tie_key(uint64_t seed, uint64_t user, uint64_t item, int noise) {
+    if (!noise) return item;
+    uint64_t h = gr_mix64(gr_mix64(seed * 0x9E3779B97F4A7C15ULL + user) ^ item);
+    return (h & 0xFFFFFFFF00000000ULL) | item;
+}
+
+#ifdef __CUDA_ARCH__
+GR_HD double gr_mul(double x, double y) { return __dmul_rn(x, y); }  // never fused
+GR_HD double gr_add(double x, double y) { return __dadd_rn(x, y); }
+#else
+GR_HD double gr_mul(double x, double y) { volatile double p = x * y; return p; }
+GR_HD double gr_add(double x, double y) { volatile double s = x + y; return s; }
+#endif
+
+// The definition of a score: float64 products summed in order f = 0 .. F-1, plus the bias.
+template <typename T>
+GR_HD double gr_exact_score(const T* a, const T* b, int64_t n_factors, const double* bias, int64_t item) {
+    double acc = 0.0;
+    for (int64_t f = 0; f < n_factors; ++f) acc = gr_add(acc, gr_mul((double)a[f], (double)b[f]));
+    return bias ? gr_add(acc, bias[item]) : acc;
+}
+
+// #{i < m : scores[i] > s}, scores sorted in descending order
+GR_HD int64_t gr_count_above(const double* scores, int64_t m, double s) {
+    int64_t lo = 0, hi = m;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (scores[mid] > s) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// #{i < m : (scores[i], keys[i]) outranks (s, key)}, the pairs sorted best-first
+GR_HD int64_t gr_count_outranking(const double* scores, const uint64_t* keys, int64_t m, double s, uint64_t key) {
+    int64_t c = gr_count_above(scores, m, s);
+    while (c < m && scores[c] == s && keys[c] < key) ++c;
+    return c;
+}
+
+// A monotone map of doubles to unsigned integers (NaN excluded): x < y <=> key(x) < key(y).
+GR_HD uint64_t gr_order_key(double x) {
+#ifdef __CUDA_ARCH__
+    uint64_t bits = (uint64_t)__double_as_longlong(x);
+#else
+    uint64_t bits; memcpy(&bits, &x, sizeof bits);
+#endif
+    return (bits >> 63) ? ~bits : (bits | 0x8000000000000000ULL);
+}
+
+// The inverse of gr_order_key.
+GR_HD double gr_from_order_key(uint64_t key) {
+    uint64_t bits = (key >> 63) ? (key & 0x7FFFFFFFFFFFFFFFULL) : ~key;
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)bits);
+#else
+    double x; memcpy(&x, &bits, sizeof x); return x;
+#endif
+}
+
+GR_HD double gr_inf() { return gr_from_order_key(0xFFF0000000000000ULL); }  // +infinity
+#define GR_INF gr_inf()
+
+// The first position p in sorted[0..n) with sorted[p] >= value (n when none).
+GR_HD int64_t gr_lower_bound(const int32_t* sorted, int64_t n, int64_t value) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (sorted[mid] < value) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
