@@ -64,8 +64,10 @@ GR_HD int64_t gr_count_outranking(const double* scores, const uint64_t* keys, in
     return c;
 }
 
-// A monotone map of doubles to unsigned integers (NaN excluded): x < y <=> key(x) < key(y).
+// A monotone map of doubles to unsigned integers (NaN excluded): x < y <=> key(x) < key(y),
+// and -0.0 maps as 0.0.
 GR_HD uint64_t gr_order_key(double x) {
+    x = gr_add(x, 0.0);
 #ifdef __CUDA_ARCH__
     uint64_t bits = (uint64_t)__double_as_longlong(x);
 #else

@@ -28,3 +28,17 @@ def rng():
 
 def to_csr(X):
     return sp.csr_array(X)
+
+
+def _gpu_reason():
+    import gpureco
+    status = gpureco.gpu_available()
+    return None if status else status.reason
+
+
+GPU_MISSING = _gpu_reason()
+# Both backends; the GPU cases are marked `gpu` and skipped (with the reason) where no GPU is usable.
+BACKENDS = [pytest.param("cpu", id="cpu"),
+            pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu,
+                                                 pytest.mark.skipif(GPU_MISSING is not None, reason=f"no GPU: {GPU_MISSING}")])]
+needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(GPU_MISSING is not None, reason=f"no GPU: {GPU_MISSING}")]

@@ -6,8 +6,19 @@ import numpy as np
 import pytest
 
 import gpureco
-from conftest import random_problem, to_csr
+from conftest import BACKENDS, random_problem, to_csr
 from reference import NAMES, defined_scores, reference_metrics
+
+DEVICE = "cpu"
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def backend(request):
+    """Every test of this module runs on each backend (the GPU cases skip without a GPU)."""
+    global DEVICE
+    DEVICE = request.param
+    yield
+    DEVICE = "cpu"
 
 
 TOP_K_ONLY = dict(precision=True, trunc_precision=True, recall=True, average_precision=True,
@@ -20,7 +31,7 @@ def engine(X_train, X_test, A, B, k, auc=True, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=k, as_df=False,
-                                         **metrics, **kw)
+                                         **metrics, device=DEVICE, **kw)
 
 
 def assert_matches(got, want, **context):

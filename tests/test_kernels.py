@@ -1,0 +1,143 @@
+"""The CUDA sources without a GPU: every kernel compiles (nvcc, and NVRTC as the runtime
+compiles them), the shared definitions in kernels/common.cuh give the CPU engine's numbers
+bit for bit (compiled for the host by nvcc), the compile cache key follows every kernel
+file, and the wheel ships the kernels."""
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from gpureco import _gpu
+from gpureco._cpu_ranks import exact_scores, tie_keys
+from gpureco._scores import order_key
+
+KERNELS = sorted(_gpu.kernels_dir().glob("*.cu"))
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+
+def test_there_are_kernels():
+    assert {path.stem for path in KERNELS} == {"rank_tile", "exact_scores", "topk_tile"}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("source", KERNELS, ids=lambda path: path.name)
+def test_kernel_compiles_with_nvcc(tmp_path, source, arch):
+    result = subprocess.run([NVCC, "-std=c++17", f"-arch={arch}", "-Werror", "all-warnings", "-c", str(source),
+                             "-o", str(tmp_path / "kernel.o")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+@pytest.mark.parametrize("source", KERNELS, ids=lambda path: path.name)
+def test_kernel_compiles_with_nvrtc_as_at_run_time(source, arch):
+    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed")
+    try:
+        nvrtc.getVersion()
+    except Exception as error:  # CuPy without the NVRTC library
+        pytest.skip(f"NVRTC is not usable here: {error}")
+    program = nvrtc.createProgram(source.read_text(), source.name, [], [])
+    try:
+        nvrtc.compileProgram(program, [*_gpu.compile_options(), f"-arch={arch}"])
+    except nvrtc.NVRTCError:
+        pytest.fail(nvrtc.getProgramLog(program))
+    assert len(nvrtc.getPTX(program)) > 1000
+
+
+def host_program(tmp_path, body):
+    """Compile and run a host program that includes kernels/common.cuh; its output lines."""
+    source = tmp_path / "harness.cu"
+    source.write_text('#include "common.cuh"\n#include <cstdio>\nint main() {\n' + body + "\nreturn 0;\n}\n")
+    binary = tmp_path / "harness"
+    build = subprocess.run([NVCC, "-std=c++17", f"-I{_gpu.kernels_dir()}", str(source), "-o", str(binary)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    return subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split()
+
+
+def c_array(ctype, values, fmt):
+    return f"static const {ctype} v[] = {{{', '.join(fmt(x) for x in values)}}};"
+
+
+@needs_nvcc
+def test_tie_keys_are_the_cpu_engines(tmp_path, rng):
+    users = rng.integers(0, 2**31, size=200, dtype=np.int64)
+    items = rng.integers(0, 2**31, size=200, dtype=np.int64)
+    seed = 987654321
+    lines = [f"printf(\"%llu %llu\\n\", (unsigned long long)gr_tie_key({seed}ULL, {u}ULL, {i}ULL, 1), "
+             f"(unsigned long long)gr_tie_key({seed}ULL, {u}ULL, {i}ULL, 0));" for u, i in zip(users, items)]
+    out = np.array(host_program(tmp_path, "\n".join(lines)), dtype=np.uint64).reshape(-1, 2)
+    np.testing.assert_array_equal(out[:, 0], tie_keys(users, items, seed, True))
+    np.testing.assert_array_equal(out[:, 1], items.astype(np.uint64))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_scores_are_the_cpu_engines_bit_for_bit(tmp_path, rng, dtype):
+    n_users, n_items, n_factors = 3, 5, 37
+    A = (rng.standard_normal((n_users, n_factors)) * 10.0 ** rng.integers(-3, 4, size=(n_users, n_factors))).astype(dtype)
+    B = (rng.standard_normal((n_items, n_factors)) * 10.0 ** rng.integers(-3, 4, size=(n_items, n_factors))).astype(dtype)
+    bias = rng.standard_normal(n_items)
+    ctype = "float" if dtype == np.float32 else "double"
+    body = "\n".join([
+        f"static const {ctype} A[] = {{{', '.join(float(x).hex() for x in A.ravel())}}};",
+        f"static const {ctype} B[] = {{{', '.join(float(x).hex() for x in B.ravel())}}};",
+        f"static const double bias[] = {{{', '.join(float(x).hex() for x in bias)}}};",
+        f"for (int u = 0; u < {n_users}; ++u) for (int j = 0; j < {n_items}; ++j) {{",
+        f"  printf(\"%a %a\\n\", gr_exact_score(A + u * {n_factors}, B + j * {n_factors}, {n_factors}, bias, j),",
+        f"         gr_exact_score(A + u * {n_factors}, B + j * {n_factors}, {n_factors}, (const double*)0, j)); }}",
+    ])
+    out = np.array([float.fromhex(x) for x in host_program(tmp_path, body)]).reshape(n_users, n_items, 2)
+    np.testing.assert_array_equal(out[:, :, 0], exact_scores(A, B, bias, True))
+    np.testing.assert_array_equal(out[:, :, 1], exact_scores(A, B, bias, False))
+
+
+@needs_nvcc
+def test_order_keys_and_rank_search(tmp_path, rng):
+    values = np.concatenate([rng.standard_normal(20), [0.0, -0.0, np.inf, -np.inf, 5e-324, -5e-324, 1e308]])
+    body = [f"static const double x[] = {{{', '.join(float(v).hex() if np.isfinite(v) else ('gr_inf()' if v > 0 else '-gr_inf()') for v in values)}}};",
+            f"for (int i = 0; i < {values.size}; ++i) printf(\"%llu %a\\n\", (unsigned long long)gr_order_key(x[i]), "
+            "gr_from_order_key(gr_order_key(x[i])));"]
+    sorted_scores = np.sort(rng.integers(-3, 4, size=15).astype(np.float64))[::-1]
+    keys = rng.integers(0, 10, size=15).astype(np.uint64)
+    order = np.lexsort((keys, -sorted_scores))
+    sorted_scores, keys = sorted_scores[order], keys[order]
+    queries = [(float(s), int(k)) for s in range(-4, 5) for k in range(0, 11, 3)]
+    body += [f"static const double ts[] = {{{', '.join(float(v).hex() for v in sorted_scores)}}};",
+             f"static const uint64_t tk[] = {{{', '.join(f'{int(v)}ULL' for v in keys)}}};"]
+    body += [f"printf(\"%lld\\n\", (long long)gr_count_outranking(ts, tk, 15, {s!r}, {k}ULL));" for s, k in queries]
+    out = host_program(tmp_path, "\n".join(body))
+    pairs = np.array(out[: 2 * values.size]).reshape(-1, 2)
+    np.testing.assert_array_equal(pairs[:, 0].astype(np.uint64), order_key(np, values))
+    np.testing.assert_array_equal([float.fromhex(x) for x in pairs[:, 1]], values + 0.0 * (values != 0))
+    assert np.all(np.diff(order_key(np, np.sort(values)).astype(np.float64)) >= 0)
+    want = [int(np.sum((sorted_scores > s) | ((sorted_scores == s) & (keys < k)))) for s, k in queries]
+    assert [int(x) for x in out[2 * values.size:]] == want
+
+
+def test_compile_cache_key_follows_every_kernel_file(tmp_path, monkeypatch):
+    copy = tmp_path / "kernels"
+    shutil.copytree(_gpu.kernels_dir(), copy)
+    monkeypatch.setattr(_gpu, "kernels_dir", lambda: copy)
+    _gpu.kernels_hash.cache_clear()
+    before = _gpu.compile_options()
+    (copy / "common.cuh").write_text((copy / "common.cuh").read_text() + "\n// changed\n")
+    _gpu.kernels_hash.cache_clear()
+    after = _gpu.compile_options()
+    _gpu.kernels_hash.cache_clear()
+    assert before != after
+
+
+def test_wheel_contains_the_kernels(tmp_path):
+    root = _gpu.kernels_dir().parent
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    wheel, = tmp_path.glob("gpureco-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for path in _gpu.kernels_dir().glob("*.cu*"):
+        assert f"gpureco/kernels/{path.name}" in names
