@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from . import _backend, _cpu
 from . import _validation as v
-from ._engine import Problem, evaluate, on_device, warn_nan
+from ._engine import Problem, _host, evaluate, on_device, warn_nan
 from ._metrics import GAINS, METRICS
 
 
@@ -301,7 +301,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
                                        max_memory or _gpu.DEFAULT_MAX_MEMORY)
             if output == "cupy":
                 return items, scores
-            return items.get(), scores.get()
+            return _host(items), _host(scores)
         A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
                                            for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
                                          n_users, n_items)

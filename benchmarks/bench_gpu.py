@@ -1,0 +1,220 @@
+#!/usr/bin/env python
+"""GPU time of gpureco against the cuBLAS product alone and the pipelines people write today.
+
+One generated problem (default: 10,000 users x 1,000,000 items x 128 factors, float32,
+K=100, all ten metrics; training and test items as in bench_cpu.make_problem), factors in
+GPU memory, each timed after a warm-up run, with the device synchronised:
+
+1. gpureco.calc_reco_metrics(device="gpu", all_metrics=True, output="cupy");
+2. the floor: cupy.matmul(A[batch], B.T) for every user, in the batches gpureco would use;
+3. PyTorch: per batch S = A_b @ B.T, training items set to -inf, torch.topk for the @K
+   metrics, a full torch.sort of every row for the AUC ranks (skipped if torch is missing);
+4. the same pipeline with CuPy (cupy.argsort gives both the top K and the ranks).
+
+It also reports gpureco's peak device memory beyond the inputs (a CuPy memory hook over
+the pool's allocations) and checks that the pipelines' P@K and ROC-AUC agree with
+gpureco's. Figures, device, commit and command go to <out>/gpu_<date>.json and .md.
+
+    python benchmarks/bench_gpu.py                 # the full problem, about a minute
+    python benchmarks/bench_gpu.py --users 2000 --items 200000
+"""
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cpu import git_commit, make_problem  # noqa: E402
+
+import gpureco  # noqa: E402
+
+
+def synced(cp, fn):
+    """(seconds, result) of fn() with the device synchronised before and after."""
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    out = fn()
+    cp.cuda.Device().synchronize()
+    return time.perf_counter() - start, out
+
+
+def peak_memory(cp, fn):
+    """Peak bytes allocated from CuPy's memory pool while fn() runs, beyond what was held before."""
+    class Peak(cp.cuda.MemoryHook):
+        name = "peak"
+
+        def __init__(self):
+            self.current = self.peak = 0
+
+        def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
+            self.current += mem_size
+            self.peak = max(self.peak, self.current)
+
+        def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):
+            self.current -= mem_size
+    hook = Peak()
+    with hook:
+        fn()
+        cp.cuda.Device().synchronize()
+    return hook.peak
+
+
+def gemm_floor(cp, A, B, batch):
+    out = cp.empty((batch, B.shape[0]), dtype=A.dtype)
+    for begin in range(0, A.shape[0], batch):
+        rows = A[begin: begin + batch]
+        cp.matmul(rows, B.T, out=out[: rows.shape[0]])
+
+
+def pipeline_metrics(xp, ranks_of_tests, test_rows, n_test, n_pool, hits, k):
+    """P@K and ROC-AUC per user of a batch from the pipelines' intermediate results (xp: torch or cupy)."""
+    rank_sum = xp.bincount(test_rows, weights=ranks_of_tests * 1.0, minlength=n_test.shape[0])
+    n_t = n_test * 1.0
+    roc_auc = 1.0 - (rank_sum - n_t * (n_t + 1) / 2) / (n_t * (n_pool - n_t))
+    return hits.sum(1) / k, roc_auc
+
+
+def torch_pipeline(torch, A, B, X_train, X_test, k, batch):
+    A_t, B_t = torch.as_tensor(A, device="cuda"), torch.as_tensor(B, device="cuda")
+    out_p, out_auc = [], []
+    for begin in range(0, A.shape[0], batch):
+        end = min(begin + batch, A.shape[0])
+        tr, te = X_train[begin:end], X_test[begin:end]
+        S = A_t[begin:end] @ B_t.T
+        tr_rows = torch.as_tensor(np.repeat(np.arange(end - begin), np.diff(tr.indptr)), device="cuda")
+        S[tr_rows, torch.as_tensor(tr.indices.astype(np.int64), device="cuda")] = -float("inf")
+        te_rows = torch.as_tensor(np.repeat(np.arange(end - begin), np.diff(te.indptr)), device="cuda")
+        te_cols = torch.as_tensor(te.indices.astype(np.int64), device="cuda")
+        relevant = torch.zeros_like(S, dtype=torch.bool)
+        relevant[te_rows, te_cols] = True
+        top = torch.topk(S, k, dim=1).indices
+        order = torch.sort(S, dim=1, descending=True).indices  # the full sort the AUCs need
+        rank = torch.empty_like(order)
+        rank.scatter_(1, order, torch.arange(S.shape[1], device="cuda").expand_as(order))
+        n_test = torch.as_tensor(np.diff(te.indptr), device="cuda")
+        n_pool = torch.as_tensor(B.shape[0] - np.diff(tr.indptr), device="cuda").double()
+        p, auc = pipeline_metrics(torch, rank[te_rows, te_cols] + 1, te_rows, n_test, n_pool,
+                                  relevant.gather(1, top).double(), k)
+        out_p.append(p)
+        out_auc.append(auc)
+    return torch.cat(out_p).cpu().numpy(), torch.cat(out_auc).cpu().numpy()
+
+
+def cupy_pipeline(cp, A, B, X_train, X_test, k, batch):
+    out_p, out_auc = [], []
+    for begin in range(0, A.shape[0], batch):
+        end = min(begin + batch, A.shape[0])
+        tr, te = X_train[begin:end], X_test[begin:end]
+        S = A[begin:end] @ B.T
+        S[cp.asarray(np.repeat(np.arange(end - begin), np.diff(tr.indptr))), cp.asarray(tr.indices)] = -cp.inf
+        te_rows = cp.asarray(np.repeat(np.arange(end - begin), np.diff(te.indptr)))
+        te_cols = cp.asarray(te.indices)
+        order = cp.argsort(-S, axis=1)  # the top K are its first K columns
+        rank = cp.empty_like(order)
+        cp.put_along_axis(rank, order, cp.broadcast_to(cp.arange(S.shape[1]), order.shape), axis=1)
+        relevant = cp.zeros(S.shape, dtype=bool)
+        relevant[te_rows, te_cols] = True
+        p, auc = pipeline_metrics(cp, rank[te_rows, te_cols] + 1, te_rows, cp.asarray(np.diff(te.indptr)),
+                                  cp.asarray(B.shape[0] - np.diff(tr.indptr), dtype=cp.float64),
+                                  cp.take_along_axis(relevant, order[:, :k], axis=1).astype(cp.float64), k)
+        out_p.append(p)
+        out_auc.append(auc)
+    return cp.concatenate(out_p).get(), cp.concatenate(out_auc).get()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--factors", type=int, default=128)
+    parser.add_argument("-k", type=int, default=100)
+    parser.add_argument("--pipeline-batch", type=int, default=500, help="users per batch of the pipelines")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (the best is reported)")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    args = parser.parse_args(argv)
+    status = gpureco.gpu_available()
+    if not status:
+        sys.exit(f"bench_gpu: no GPU: {status.reason}")
+    import cupy as cp
+
+    X_train, X_test, A_h, B_h = make_problem(args.users, args.items, args.factors)
+    A, B = cp.asarray(A_h), cp.asarray(B_h)
+    cp.cuda.Device().synchronize()
+    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+    device = name.decode() if isinstance(name, bytes) else str(name)
+    rows = {}
+
+    def run_gpureco():
+        return gpureco.calc_reco_metrics(X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy",
+                                         device="gpu")
+
+    def best(fn):
+        fn()  # warm-up: compiles kernels, fills the memory pool
+        times = []
+        for _ in range(args.repeats):
+            seconds, out = synced(cp, fn)
+            times.append(seconds)
+        return min(times), out
+
+    rows["gpureco"], ours = best(run_gpureco)
+    workspace = peak_memory(cp, run_gpureco)
+    from gpureco import _gpu
+    batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
+    rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
+    checks = {}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        rows["PyTorch pipeline"], (p, auc) = best(lambda: torch_pipeline(torch, A_h, B_h, X_train, X_test, args.k,
+                                                                         args.pipeline_batch))
+        checks["PyTorch"] = (p, auc)
+    rows["CuPy pipeline"], (p, auc) = best(lambda: cupy_pipeline(cp, A, B, X_train, X_test, args.k,
+                                                                 args.pipeline_batch))
+    checks["CuPy"] = (p, auc)
+    ours_p, ours_auc = ours["P@K"].get(), ours["ROC_AUC"].get()
+    agreement = {lib: {"P@K max abs diff": float(np.nanmax(np.abs(p - ours_p))),
+                       "ROC_AUC max abs diff": float(np.nanmax(np.abs(auc - ours_auc)))}
+                 for lib, (p, auc) in checks.items()}
+
+    floor = rows["cuBLAS A.B^T alone"]
+    info = {
+        "date": dt.date.today().isoformat(), "device": device, "commit": git_commit(),
+        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
+        "problem": dict(users=args.users, items=args.items, factors=args.factors, k=args.k, dtype="float32",
+                        train_nnz=int(X_train.nnz), test_nnz=int(X_test.nnz), metrics="all ten"),
+        "seconds": rows, "gpureco_vs_gemm": rows["gpureco"] / floor,
+        "speedup_vs": {name: seconds / rows["gpureco"] for name, seconds in rows.items() if "pipeline" in name},
+        "gpureco_workspace_bytes": int(workspace), "agreement_with_gpureco": agreement,
+        "targets": {"within 1.5x of the GEMM": rows["gpureco"] <= 1.5 * floor,
+                    "5x faster than PyTorch": ("PyTorch pipeline" in rows
+                                               and rows["PyTorch pipeline"] >= 5 * rows["gpureco"]),
+                    "workspace <= 2 GB": workspace <= 2e9},
+    }
+    lines = [f"# GPU benchmark {info['date']}", "", f"Device: {device}; commit {info['commit']}",
+             f"Command: `{info['command']}`", "",
+             f"{args.users:,} users x {args.items:,} items x {args.factors} factors, float32, K={args.k}, all ten "
+             "metrics; best of {} runs after a warm-up.".format(args.repeats), "",
+             "| what | seconds | users/s | vs gpureco |", "|---|---:|---:|---:|"]
+    for name, seconds in rows.items():
+        lines.append(f"| {name} | {seconds:.4f} | {args.users / seconds:,.0f} | {seconds / rows['gpureco']:.2f}x |")
+    lines += ["", f"gpureco / GEMM alone: {info['gpureco_vs_gemm']:.2f} (target <= 1.5)",
+              f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
+              f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
+    print("\n".join(lines))
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"gpu_{info['date']}")
+    with open(stem + ".json", "w") as f:
+        json.dump(info, f, indent=2)
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

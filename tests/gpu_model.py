@@ -1,0 +1,191 @@
+"""A NumPy model of the GPU backend's device, for machines without one (CI).
+
+`fake_cupy()` is a module that answers the CuPy calls gpureco/_gpu.py makes with NumPy,
+and whose RawModule functions are the kernels of kernels/*.cu restated in NumPy, block by
+block, with the same arguments. With it, the GPU backend's orchestration (batches, tiles,
+test-item sorting, prefix sums, pool-statistics fallback, top-K candidates and selection,
+out-of-memory halving) runs against the CPU engine. The CUDA code itself is covered by
+test_kernels.py (it compiles; its shared definitions equal the CPU engine's) and, on a
+GPU, by test_gpu.py.
+"""
+import contextlib
+import types
+
+import numpy as np
+
+from gpureco._cpu_ranks import pair_scores, tie_keys
+from gpureco._scores import order_key
+
+TOPK_CHUNK, TOPK_CAPACITY = 4096, 8192  # kernels/topk_tile.cu
+
+
+class OutOfMemoryError(MemoryError):
+    pass
+
+
+def _is_null(x):
+    return not isinstance(x, np.ndarray)
+
+
+def _defined(users, items, A, B, n_factors, bias):
+    has_bias = not _is_null(bias)
+    if int(n_factors) == 0:
+        return (0.0 + bias[items]) if has_bias else np.zeros(items.shape[0])
+    return pair_scores(np.ascontiguousarray(users, dtype=np.int64), np.ascontiguousarray(items, dtype=np.int64),
+                       A, B, bias if has_bias else np.zeros(0), has_bias)
+
+
+def _pool(train_indptr, train_indices, u, begin, n):
+    """Items begin .. begin + n - 1 that are not training items of user u."""
+    items = np.arange(begin, begin + n)
+    return items[~np.isin(items, train_indices[train_indptr[u]: train_indptr[u + 1]])]
+
+
+def _filter(S, ld, given, begin, b, local, bias):
+    """The scores of tile positions `local` for batch row b, as the kernels read them (float64)."""
+    row = S[:] if int(ld) == 0 else S.reshape(-1)[b * int(ld): (b + 1) * int(ld)]
+    raw = row[local]
+    if not given and not _is_null(bias):
+        raw = raw + bias[begin + local].astype(raw.dtype)
+    return raw.astype(np.float64)
+
+
+def _reduce_stats(b, s, pool_min, pool_max, nonfinite):
+    if s.shape[0] == 0:
+        return
+    pool_min[b] = min(pool_min[b], order_key(np, np.array([np.fmin.reduce(s)]))[0])
+    pool_max[b] = max(pool_max[b], order_key(np, np.array([np.fmax.reduce(s)]))[0])
+    nonfinite[b] |= int(not np.all(np.isfinite(s)))
+
+
+def rank_tile(grid, block, args):
+    (S, ld, given, begin, n_tile, users, train_indptr, train_indices, tests_begin, test_scores, test_keys, cnt,
+     pool_min, pool_max, nonfinite, tol, A, B, n_factors, bias, seed, noise) = args
+    begin, n_tile = int(begin), int(n_tile)
+    for b in range(grid[0]):
+        u = int(users[b])
+        items = _pool(train_indptr, train_indices, u, begin, n_tile)
+        s = _filter(S, ld, given, begin, b, items - begin, bias)
+        _reduce_stats(b, s, pool_min, pool_max, nonfinite)
+        t0, m = int(tests_begin[b]), int(tests_begin[b + 1] - tests_begin[b])
+        if m == 0:
+            continue
+        ts, tk, tl = test_scores[t0: t0 + m], test_keys[t0: t0 + m], tol[b]
+        keep = s >= ts[-1] - tl
+        items, s = items[keep], s[keep]
+        c = np.searchsorted(-ts, -s, side="left")  # #{ts > s}
+        above, below = ts[np.maximum(c - 1, 0)], ts[np.minimum(c, m - 1)]
+        near = ((c > 0) & (above <= s + tl)) | ((c < m) & (below >= s - tl))
+        if np.any(near):
+            e = s[near] if given else _defined(np.full(int(near.sum()), u), items[near], A, B, n_factors, bias)
+            keys = tie_keys(np.full(int(near.sum()), u, dtype=np.int64), items[near].astype(np.int64), int(seed),
+                            bool(noise))
+            c[near] = [int(np.sum((ts > x) | ((ts == x) & (tk < key)))) for x, key in zip(e, keys)]
+        np.add.at(cnt, t0 + c[c < m], 1)
+
+
+def pair_scores_kernel(grid, block, args):
+    users, items, n, A, B, n_factors, bias, seed, noise, scores, keys = args
+    if not _is_null(scores):
+        scores[:] = _defined(users, items, A, B, n_factors, bias)
+    keys[:] = tie_keys(users.astype(np.int64), items.astype(np.int64), int(seed), bool(noise))
+
+
+def pool_stats(grid, block, args):
+    users, n_items, train_indptr, train_indices, A, B, n_factors, bias, pool_min, pool_max, nonfinite = args
+    for b in range(grid[0]):
+        items = _pool(train_indptr, train_indices, int(users[b]), 0, int(n_items))
+        _reduce_stats(b, _defined(np.full(items.shape[0], users[b]), items, A, B, n_factors, bias),
+                      pool_min, pool_max, nonfinite)
+
+
+def topk_tile(grid, block, args):
+    (S, ld, given, begin, n_tile, users, train_indptr, train_indices, bias, tol, k, cand_scores, cand_items, count,
+     tau, overflow) = args
+    begin, n_tile, k = int(begin), int(n_tile), int(k)
+    for b in range(grid[0]):
+        if overflow[b]:
+            continue
+        band = 2.0 * tol[b]
+        cs = cand_scores[b * TOPK_CAPACITY: (b + 1) * TOPK_CAPACITY]
+        ci = cand_items[b * TOPK_CAPACITY: (b + 1) * TOPK_CAPACITY]
+        for c0 in range(0, n_tile, TOPK_CHUNK):
+            n = int(count[b])
+            if n + TOPK_CHUNK > TOPK_CAPACITY:  # shrink
+                kth = np.sort(cs[:n])[::-1][k - 1]
+                tau[b] = max(tau[b], kth)
+                kept = cs[:n] >= tau[b] - band
+                count[b] = n = int(kept.sum())
+                cs[:n], ci[:n] = cs[: kept.shape[0]][kept].copy(), ci[: kept.shape[0]][kept].copy()
+                if n + TOPK_CHUNK > TOPK_CAPACITY:
+                    overflow[b] = 1
+                    break
+            items = _pool(train_indptr, train_indices, int(users[b]), begin + c0, min(TOPK_CHUNK, n_tile - c0))
+            s = _filter(S, ld, given, begin, b, items - begin, bias)
+            take = s >= tau[b] - band
+            added = int(take.sum())
+            cs[n: n + added], ci[n: n + added] = s[take], items[take]
+            count[b] = n + added
+
+
+class _Module:
+    functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
+                 "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
+                 "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile}
+
+    def __init__(self, code, options=()):
+        self.code = code
+
+    def get_function(self, name):
+        return self.functions[name]
+
+
+def fake_cupy(fail_above=None):
+    """A NumPy-backed stand-in for cupy; with fail_above=n, a rank_tile launch over more than
+    n users raises its OutOfMemoryError (to test the batch halving)."""
+    cupy = types.ModuleType("cupy")
+    for name in dir(np):
+        if not name.startswith("__"):
+            setattr(cupy, name, getattr(np, name))
+
+    class Device:
+        def __init__(self, index=0):
+            self.id = index
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    class Module(_Module):
+        def get_function(self, name):
+            fn = super().get_function(name)
+            if fail_above is None or not name.startswith("rank_tile"):
+                return fn
+
+            def guarded(grid, block, args):
+                if grid[0] > fail_above:
+                    raise OutOfMemoryError(f"model: {grid[0]} users do not fit")
+                return fn(grid, block, args)
+            return guarded
+    cupy.cuda = types.SimpleNamespace(Device=Device, memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
+                                      runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    cupy.RawModule = Module
+    pool = types.SimpleNamespace(free_all_blocks=lambda: None)
+    cupy.get_default_memory_pool = lambda: pool
+    return cupy
+
+
+@contextlib.contextmanager
+def model_device(monkeypatch, fail_above=None):
+    """gpureco's GPU backend on the NumPy model for the duration of the block."""
+    from gpureco import _backend, _gpu
+    cupy = fake_cupy(fail_above)
+    monkeypatch.setattr(_backend, "_state", (cupy, _backend.GpuStatus(True, "NumPy model of a GPU"), True))
+    monkeypatch.setattr(_backend, "float32_compute", lambda tf32: contextlib.nullcontext())
+    monkeypatch.setattr(_gpu, "_modules", {})
+    yield cupy

@@ -1,0 +1,103 @@
+"""The GPU backend's orchestration on a NumPy model of the device (tests/gpu_model.py): the
+same numbers as the CPU engine, bit for bit, on the cases that stress tiles, batches,
+sorting and the exact fallbacks. Runs everywhere; test_gpu.py repeats it on a real GPU."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gpureco
+from gpureco import _gpu
+from conftest import random_problem, to_csr
+from gpu_model import model_device
+
+
+def both(X_train, X_test, A, B, **kw):
+    kw = {"k": 5, "all_metrics": True, "as_df": False, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="cpu", **kw)
+        gpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="gpu", **kw)
+    assert set(cpu) == set(gpu)
+    for name in cpu:
+        np.testing.assert_array_equal(gpu[name], cpu[name], err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", range(4))
+def test_same_numbers_as_the_cpu(monkeypatch, dtype, case):
+    rng = np.random.default_rng(case)
+    X_train, X_test, A, B = random_problem(rng, n_users=30, n_items=int(rng.integers(10, 60)),
+                                           integer_factors=case % 2 == 0, graded=True, dtype=dtype)
+    X_train[0], X_test[0] = 0, 0
+    X_train[1] = 0
+    A[2, 0] = np.nan
+    A[3] = 0
+    with model_device(monkeypatch):
+        for noise in (False, True):
+            both(to_csr(X_train), to_csr(X_test), A, B, break_ties_with_noise=noise, seed=case, cumulative=case == 1)
+        bias = rng.integers(-2, 3, size=B.shape[0]).astype(np.float64)
+        both(to_csr(X_train), to_csr(X_test), A, B, item_biases=bias)
+        both(to_csr(X_train), to_csr(X_test), None, None, item_biases=bias)
+
+
+def test_tiles_batches_and_near_ties(monkeypatch, rng):
+    """Several item tiles (one not full), batches of 3 users, and float32 near-ties that only the
+    defined score can order."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 64)
+    n_items = 150
+    A = rng.standard_normal((12, 16)).astype(np.float32)
+    base = rng.standard_normal((n_items // 2, 16)).astype(np.float32)
+    B = np.concatenate([base, base[:, ::-1]])  # equal scores summed in another order
+    X_test = sp.random(12, n_items, density=0.2, format="csr", random_state=2)
+    X_train = sp.random(12, n_items, density=0.1, format="csr", random_state=3)
+    X_train = X_train - X_train.multiply(X_test > 0)
+    X_train.eliminate_zeros()
+    with model_device(monkeypatch):
+        both(X_train, X_test, A, B, batch_size=3)
+
+
+def test_out_of_memory_halves_the_batch(monkeypatch, rng):
+    X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
+    calls = []
+    with model_device(monkeypatch, fail_above=4) as cupy:
+        pool = cupy.get_default_memory_pool()
+        pool.free_all_blocks = lambda: calls.append("freed")
+        both(to_csr(X_train), to_csr(X_test), A, B, batch_size=16)
+    assert calls  # 16 -> 8 -> 4 users per batch
+
+
+def test_one_user_that_does_not_fit_is_a_clear_error(monkeypatch, rng):
+    X_train, X_test, A, B = random_problem(rng, n_users=5, n_items=30)
+    X_test[:, 0], X_train[:, 0] = 1, 0
+    with model_device(monkeypatch, fail_above=0):
+        with pytest.raises(MemoryError, match="one user does not fit in GPU memory"):
+            gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, device="gpu")
+
+
+@pytest.mark.parametrize("k", [1, 7, 40, 100])
+def test_top_k_same_lists_as_the_cpu(monkeypatch, rng, k):
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 5000)
+    monkeypatch.setattr(_gpu, "TOPK_MAX_K", 50)  # k = 100 takes the full-row path
+    A = rng.integers(-2, 3, size=(6, 3)).astype(np.float32)
+    B = rng.integers(-2, 3, size=(12_000, 3)).astype(np.float32)  # few distinct scores: buffers overflow
+    X_train = sp.random(6, 12_000, density=0.2, format="csr", random_state=4)
+    bias = rng.standard_normal(12_000)
+    full_rows = []
+    inner = _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(a[2].shape[0]) or inner(*a))
+    with model_device(monkeypatch):
+        for kw in (dict(), dict(item_biases=bias), dict(break_ties_with_noise=True, seed=5)):
+            cpu = gpureco.top_k(A, B, k, X_train=X_train, device="cpu", **kw)
+            gpu = gpureco.top_k(A, B, k, X_train=X_train, device="gpu", **kw)
+            np.testing.assert_array_equal(gpu[0], cpu[0])
+            np.testing.assert_array_equal(gpu[1], cpu[1])
+        cpu = gpureco.top_k(None, None, k, item_biases=bias, device="cpu")
+        gpu = gpureco.top_k(None, None, k, item_biases=bias, device="gpu")
+        np.testing.assert_array_equal(gpu[0], cpu[0])
+        full_rows.clear()
+        ties = np.ones((12_000, 3), dtype=np.float32)  # every score equal: the buffers overflow
+        cpu = gpureco.top_k(A, ties, k, X_train=X_train, device="cpu")
+        np.testing.assert_array_equal(gpureco.top_k(A, ties, k, X_train=X_train, device="gpu")[0], cpu[0])
+    assert full_rows == [6]  # every user took the full-row path
