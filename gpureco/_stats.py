@@ -70,7 +70,7 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
     metric
     P@2      0.5     0.5        3      1
     """
-    per_user = _as_frame(per_user, "per_user")
+    per_user = v.as_pandas(per_user, "per_user", "per-user metrics")
     confidence = v.check_fraction(confidence, "confidence")
     v.check_choice(ci, "ci", ("t", "bootstrap"))
     n_resamples = v.check_int(n_resamples, "n_resamples", low=1)
@@ -190,7 +190,7 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     """
     if len(per_user) < 2:
         raise ValueError(f"compare needs the per-user frames of at least 2 models; got {len(per_user)}.")
-    frames = [_as_frame(frame, f"per_user[{i}]") for i, frame in enumerate(per_user)]
+    frames = [v.as_pandas(frame, f"per_user[{i}]", "per-user metrics") for i, frame in enumerate(per_user)]
     names = [f"model_{i + 1}" for i in range(len(frames))] if names is None else list(names)
     if len(names) != len(frames) or len(set(names)) != len(names):
         raise ValueError(f"'names' must hold {len(frames)} distinct names, one per model; got {names!r}.")
@@ -302,14 +302,6 @@ def to_markdown(df, digits=4):
              "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"]
     lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
-
-
-def _as_frame(frame, name):
-    if hasattr(frame, "to_pandas") and not isinstance(frame, pd.DataFrame):  # polars, without importing it
-        frame = frame.to_pandas()
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"'{name}' must be a DataFrame of per-user metrics; got {type(frame).__name__}.")
-    return frame
 
 
 def _numeric(frame, column, name):

@@ -231,7 +231,7 @@ ERRORS = [
     (lambda: gpureco.compare(A, A, confidence=1.0), ValueError, r"'confidence' must be a float in the open interval \(0, 1\); got 1.0"),
     (lambda: gpureco.compare(A, A, correction="bonferroni"), ValueError, r"'correction' must be one of 'holm'; got 'bonferroni'"),
     (lambda: gpureco.compare(A, A, n_permutations=0), ValueError, r"'n_permutations' must be an int in the range \[1, inf\]"),
-    (lambda: gpureco.compare(A, [1, 2]), TypeError, r"'per_user\[1\]' must be a DataFrame of per-user metrics; got list"),
+    (lambda: gpureco.compare(A, [1, 2]), TypeError, r"'per_user\[1\]' must be a DataFrame of per-user metrics \(pandas, or polars\); got list"),
     (lambda: gpureco.summarize(A, confidence=0), ValueError, r"'confidence' must be a float in the open interval \(0, 1\); got 0"),
     (lambda: gpureco.summarize(A, confidence="95%"), TypeError, r"'confidence' must be a float in \(0, 1\); got '95%'"),
     (lambda: gpureco.summarize(A, ci="bca"), ValueError, r"'ci' must be one of 't', 'bootstrap'; got 'bca'"),
