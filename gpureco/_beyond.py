@@ -136,7 +136,7 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
         elif name == "Surprisal@K":
             out[column] = surprisal(xp, top, popularity, n_train_users)
         elif name == "ARP@K":
-            out[column] = _list_mean(xp, top, popularity)
+            out[column] = average_popularity(xp, top, popularity)
         elif name == "Tail@K":
             out[column] = tail_percentage(xp, top, popularity, head_fraction)
         elif name == "ILD@K":
@@ -172,6 +172,11 @@ def surprisal(xp, lists, popularity, n_train_users):
     """Per list: mean of log2(N / max(c_i, 1)) / log2(N) over its items (RePlay's normalisation)."""
     information = xp.log2(n_train_users / xp.maximum(popularity, 1.0)) / math.log2(n_train_users)
     return _list_mean(xp, lists, information)
+
+
+def average_popularity(xp, lists, popularity):
+    """Per list: mean training popularity of its items."""
+    return _list_mean(xp, lists, popularity)
 
 
 def tail_percentage(xp, lists, popularity, head_fraction):

@@ -150,8 +150,8 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
 
 
 # Beyond-accuracy metrics, computed from top-K lists by _beyond (not from ranks). The flag is
-# the keyword of `gpureco.beyond_accuracy`'s definition in _beyond. Catalogue-level ones give
-# one number per call, the others one number per list.
+# the name of the metric's definition in _beyond. Coverage, Gini and Entropy give one number
+# per call, the others one number per list.
 BEYOND_METRICS = (
     Metric("Coverage@K", "item_coverage"),
     Metric("Surprisal@K", "surprisal"),

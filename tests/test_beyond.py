@@ -120,6 +120,7 @@ def test_ild_scale_free_and_large_k(rng):
     np.testing.assert_allclose(out, scaled, rtol=1e-12)
 
 
+@pytest.mark.gpu
 def test_cupy_gives_the_numpy_values(rng):
     cupy = pytest.importorskip("cupy")
     if not cupy.is_available():
@@ -134,8 +135,6 @@ def test_cupy_gives_the_numpy_values(rng):
         np.testing.assert_allclose(cupy.asnumpy(gpu[column]) if hasattr(gpu[column], "device") else gpu[column],
                                    value, rtol=1e-12, err_msg=column)
 
-
-test_cupy_gives_the_numpy_values = pytest.mark.gpu(test_cupy_gives_the_numpy_values)
 
 
 def test_docstring_example():

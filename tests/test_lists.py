@@ -8,6 +8,7 @@ import pytest
 
 import gpureco
 import gpureco._lists
+from conftest import random_problem
 from reference import defined_scores
 
 NAMES = ("P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR")
@@ -162,7 +163,6 @@ def top_k_frame(scores, X_train, k, by):
 @pytest.mark.parametrize("integer_factors", [False, True])
 @pytest.mark.filterwarnings("ignore:gpureco.*rule 1")
 def test_same_as_calc_reco_metrics(rng, by, integer_factors):
-    from conftest import random_problem
     X_train, X_test, A, B = random_problem(rng, n_users=50, n_items=40, graded=True, integer_factors=integer_factors)
     k = 6
     expected = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=k, all_metrics=True)
