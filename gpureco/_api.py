@@ -140,16 +140,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     0  0.5  0.613147
     1  0.5  1.000000
     """
-    if X_test is None:
-        raise ValueError("'X_test' is required; got None.")
-    X_test = v.as_csr(_backend.to_host(X_test, "X_test"), "X_test")
-    if not np.all(np.isfinite(X_test.data)):
-        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
-                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
+    X_train, X_test = interactions(X_train, X_test)
     n_users, n_items = X_test.shape
-    if X_train is None:
-        X_train = sp.csr_array((n_users, n_items))
-    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape)
     backend = _backend.resolve_device(device)
     problem = Problem(X_train, X_test, None, None, None, 0, False, backend, bool(tf32))
     with on_device(problem):
@@ -171,10 +163,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
     nthreads = v.resolve_nthreads(nthreads)
     seed = v.check_seed(seed)
-    v.check_choice(gain, "gain", GAINS)
-    if gain == "exponential" and X_test.nnz and X_test.data.max() >= 1024:
-        raise ValueError("gain='exponential' needs 'X_test' values below 1024 (2**v - 1 must be finite); "
-                         f"got a maximum of {float(X_test.data.max())!r}.")
+    check_gain(gain, X_test)
     if batch_size is not None:
         batch_size = v.check_int(batch_size, "batch_size", low=1)
     if max_memory is not None:
@@ -195,6 +184,26 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         return _format(values, k, False, cumulative, rename_k, counts)
     values = {name: _backend.to_host(a, name) for name, a in values.items()}
     return _format(values, k, as_df, cumulative, rename_k, counts)
+
+
+def interactions(X_train, X_test):
+    """Validated host CSR copies of the training and test interactions (X_train None: empty)."""
+    if X_test is None:
+        raise ValueError("'X_test' is required; got None.")
+    X_test = v.as_csr(_backend.to_host(X_test, "X_test"), "X_test")
+    if not np.all(np.isfinite(X_test.data)):
+        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
+                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
+    if X_train is None:
+        X_train = sp.csr_array(X_test.shape)
+    return v.as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape), X_test
+
+
+def check_gain(gain, X_test):
+    v.check_choice(gain, "gain", GAINS)
+    if gain == "exponential" and X_test.nnz and X_test.data.max() >= 1024:
+        raise ValueError("gain='exponential' needs 'X_test' values below 1024 (2**v - 1 must be finite); "
+                         f"got a maximum of {float(X_test.data.max())!r}.")
 
 
 def _format(values, k, as_df, cumulative, rename_k, counts):

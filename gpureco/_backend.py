@@ -31,7 +31,9 @@ def _probe():
     if _state is None:
         try:
             import cupy
-        except ImportError as error:
+        except ModuleNotFoundError as error:
+            if error.name != "cupy":
+                raise
             _state = (None, GpuStatus(False, f"CuPy is not installed ({error}); install gpureco[cuda12] or "
                                              "gpureco[cuda13] to match your CUDA version"), False)
             return _state
@@ -44,7 +46,14 @@ def _probe():
         except Exception as error:  # no driver, no device, or a CUDA version mismatch
             count, why = 0, f"{type(error).__name__}: {error}"
         if count > 0:
-            name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+            try:  # the kernels are compiled at run time: NVRTC must be there (cupy-cuda13x[ctk])
+                from cupy_backends.cuda.libs import nvrtc
+                nvrtc.getVersion()
+                name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+            except Exception as error:
+                _state = (None, GpuStatus(False, f"CuPy cannot compile kernels or query the device "
+                                                 f"({type(error).__name__}: {error})"), True)
+                return _state
             name = name.decode() if isinstance(name, bytes) else str(name)
             _state = (cupy, GpuStatus(True, f"{count} CUDA device(s); device 0 is {name}"), True)
         else:

@@ -48,23 +48,28 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test, n_items = problem.X_train, problem.X_test, problem.n_items
+    given = problem.score_rows is not None  # the scores themselves: F = 0 factors, no error
     # a non-personalised model has no factors (F = 0): the scores are the biases
-    A, B, biases, has_bias = _model(problem.A, problem.B, problem.item_biases, problem.n_users, n_items)
+    A, B, biases, has_bias = _model(problem.A, problem.B, None if given else problem.item_biases, problem.n_users,
+                                    n_items)
     # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
     item_abs_max, bias_abs_max = magnitudes(B, biases)
-    block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
+    block = np.empty(0 if given else n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
     rows = [np.empty(THREAD_ROWS * n_items, dtype=B.dtype) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            scores = score_block(A, B, biases, batch, block)
+            if given:
+                scores = np.ascontiguousarray(problem.score_rows(batch).T)
+            else:
+                scores = score_block(A, B, biases, batch, block)
             user_rows = np.ascontiguousarray(A[batch])
             tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
             jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases, has_bias, tol, batch,
                                 train.indptr, train.indices, test.indptr, test.indices, result.ranks,
                                 result.pool_min, result.pool_max, result.nonfinite, problem.seed,
-                                problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi))
+                                problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi), given)
                     for thread, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
             for job in jobs:
                 job.result()

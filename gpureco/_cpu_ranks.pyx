@@ -86,11 +86,14 @@ ctypedef struct Model:  # what an exact score needs, for one user
     int64_t n_factors
     const double* bias
     int has_bias
+    const void* given  # the user's given scores (factor_t), when the scores are the input
 
 
 cdef inline double exact_score(const Model* model, int64_t item, factor_t dtype_tag) noexcept nogil:
     """The definition of a score: float64 products summed in order f = 0 .. F-1, plus the bias
     (built with -ffp-contract=off: no fused multiply-add changes the rounding)."""
+    if model.given != NULL:
+        return <double>(<const factor_t*>model.given)[item]
     cdef const factor_t* a = <const factor_t*>model.a
     cdef const factor_t* b = <const factor_t*>model.B + item * model.n_factors
     cdef double acc = 0.0
@@ -263,7 +266,7 @@ def rank_test_items(const factor_t[:, ::1] scores_by_item, const factor_t[:, ::1
                     const int64_t[::1] test_indptr, const int32_t[::1] test_indices,
                     int64_t[::1] ranks, double[::1] pool_min, double[::1] pool_max,
                     uint8_t[::1] nonfinite, uint64_t seed, bint noise, int64_t max_rank,
-                    factor_t[::1] rows_buffer, int64_t col_begin, int64_t col_end):
+                    factor_t[::1] rows_buffer, int64_t col_begin, int64_t col_end, bint given=False):
     """Rank the test items of users[col_begin:col_end].
 
     scores_by_item: the BLAS (filter) scores, n_items x batch; user_factors: batch x F, the
@@ -272,6 +275,8 @@ def rank_test_items(const factor_t[:, ::1] scores_by_item, const factor_t[:, ::1
     (a non-personalised model) F is 0, the filter is the biases and tol is 0.
     max_rank: 0 for exact ranks of every test item; K > 0 when only ranks up to K are needed
     (a test item outside the user's top K then gets K + 1).
+    given: the score block holds the scores themselves (a score matrix or function): they are
+    the defined scores (F = 0 factors, tol = 0).
     Indptr and indices are the whole CSR arrays (indices sorted within rows); results are
     written at the users' own positions in `ranks` (one per test entry) and in the pool
     statistics (one per user). rows_buffer: GROUP * n_items values of this thread's own.
@@ -296,6 +301,7 @@ def rank_test_items(const factor_t[:, ::1] scores_by_item, const factor_t[:, ::1
     model.n_factors = n_factors
     model.bias = &item_biases[0] if has_bias else NULL
     model.has_bias = has_bias
+    model.given = NULL
     with nogil:
         w.tests = <TestEntry*>malloc((max_test + 1) * sizeof(TestEntry))
         w.scores = <double*>malloc((max_test + 1) * sizeof(double))
@@ -319,6 +325,7 @@ def rank_test_items(const factor_t[:, ::1] scores_by_item, const factor_t[:, ::1
             for g in range(n_group):
                 u = users[c + g]
                 model.a = &user_factors[c + g, 0] if n_factors > 0 else NULL
+                model.given = rows + g * n_items if given else NULL
                 rank_one_user(rows + g * n_items, n_items,
                               &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
                               &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
@@ -344,6 +351,7 @@ def exact_scores(const factor_t[:, ::1] user_factors, const factor_t[:, ::1] ite
     model.n_factors = item_factors.shape[1]
     model.bias = &item_biases[0] if has_bias else NULL
     model.has_bias = has_bias
+    model.given = NULL
     for u in range(n_users):
         model.a = &user_factors[u, 0] if model.n_factors > 0 else NULL
         for j in range(n_items):
@@ -375,6 +383,7 @@ def pair_scores(const int64_t[::1] users, const int64_t[::1] items, const factor
     model.n_factors = item_factors.shape[1]
     model.bias = &item_biases[0] if has_bias else NULL
     model.has_bias = has_bias
+    model.given = NULL
     with nogil:
         for i in range(n):
             model.a = &user_factors[users[i], 0] if model.n_factors > 0 else NULL

@@ -19,6 +19,7 @@ DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of one block of scores
 
 @dataclass
 class Problem:
+    """A validated evaluation: interactions, and either a factor model or given scores."""
     X_train: object  # canonical CSR (see _validation.as_csr)
     X_test: object
     A: np.ndarray | None
@@ -28,6 +29,7 @@ class Problem:
     break_ties_with_noise: bool
     device: tuple = ("cpu", None)  # _backend.resolve_device's answer; A, B, item_biases live there
     tf32: bool = False
+    score_rows: object = None  # given scores instead of factors: user ids -> float64 (n, n_items) rows
 
     @property
     def n_users(self):
@@ -74,12 +76,13 @@ def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_co
     if problem.device[0] == "gpu":
         from . import _gpu
         xp = _backend.cupy()
-        scorer = _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32)
+        scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
+                  else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         ranking = _gpu.rank_users(problem, users, scorer, batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
         n_test, n_pool, n_train = xp.asarray(n_test), xp.asarray(n_pool), xp.asarray(n_train)
     else:
         xp = np
-        itemsize = 8 if problem.B is None else problem.B.dtype.itemsize
+        itemsize = 8 if problem.B is None else problem.B.dtype.itemsize  # given scores are float64
         rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory or DEFAULT_MAX_MEMORY, batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))

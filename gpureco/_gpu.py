@@ -108,17 +108,49 @@ class FactorScores:
             return _null(), _null(), np.int64(0), bias
         return self.A, self.B, np.int64(self.n_factors), bias
 
-    def pairs(self, users, items, seed, noise):
-        """Defined scores and tie keys of (users[i], items[i]) (int64 device arrays)."""
-        cp = _backend.cupy()
-        scores, keys = cp.empty(users.shape[0]), cp.empty(users.shape[0], dtype=cp.uint64)
-        if users.shape[0]:
-            n = np.int64(users.shape[0])
-            blocks = int(min(65535, (users.shape[0] + 255) // 256))
-            kernel("exact_scores", f"pair_scores_{self.suffix if not self.given else 'f64'}")(
-                (blocks,), (256,), (users, items, n, *self.launch_args(), np.uint64(seed), np.int32(noise),
-                                    scores, keys))
-        return scores, keys
+    def pairs(self, batch, local, items, user_rows, seed, noise):
+        """Defined scores and tie keys of (batch[local[i]], items[i]) (int64 device arrays)."""
+        return _pair_scores(self, batch[local], items, seed, noise, compute_scores=True)
+
+
+def _pair_scores(scorer, users, items, seed, noise, compute_scores):
+    cp = _backend.cupy()
+    scores, keys = cp.empty(users.shape[0]), cp.empty(users.shape[0], dtype=cp.uint64)
+    if users.shape[0]:
+        blocks = int(min(65535, (users.shape[0] + 255) // 256))
+        kernel("exact_scores", f"pair_scores_{scorer.suffix}")(
+            (blocks,), (256,), (users, items, np.int64(users.shape[0]), *scorer.launch_args(), np.uint64(seed),
+                                np.int32(noise), scores if compute_scores else _null(), keys))
+    return scores, keys
+
+
+class GivenScores:
+    """Scores given by the caller (a matrix or a function of user ids): they are the defined
+    scores, float64, read by the kernels in place of cuBLAS tiles (no error bound)."""
+    given, n_factors, tf32, biases, suffix = True, 0, False, None, "f64"
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, score_rows):
+        self.score_rows = score_rows
+
+    def itemsize(self):
+        return 8
+
+    def tolerance(self, users):
+        return _backend.cupy().zeros(users.shape[0])
+
+    def user_rows(self, users):
+        return _backend.cupy().ascontiguousarray(self.score_rows(users), dtype=np.float64)
+
+    def tile(self, user_rows, begin, n, buffer):
+        return user_rows[:, begin:], np.int64(user_rows.shape[1]), np.int32(1)
+
+    def launch_args(self):
+        return _null(), _null(), np.int64(0), _null()
+
+    def pairs(self, batch, local, items, user_rows, seed, noise):
+        _, keys = _pair_scores(self, batch[local], items, seed, noise, compute_scores=False)
+        return user_rows[local, items], keys
 
 
 class GpuRanking:
@@ -172,7 +204,7 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     rows = _batch_size(n_items, scorer.itemsize(), 8 * scorer.n_factors + 32 * max_test + 64, max_memory, batch_size)
     users_d = cp.asarray(users)
     buffers = {}
-    rank = kernel("rank_tile", f"rank_tile_{scorer.suffix if not scorer.given else 'f64'}")
+    rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
     stats = kernel("exact_scores", f"pool_stats_{scorer.suffix}")
     seed, noise = np.uint64(problem.seed), np.int32(problem.break_ties_with_noise)
 
@@ -186,7 +218,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         local = cp.searchsorted(tests_begin[1:], cp.arange(m), side="right")
         entry = start[local] + cp.arange(m) - tests_begin[local]
         items = test_indices[entry].astype(cp.int64)
-        scores, keys = scorer.pairs(batch[local], items, problem.seed, problem.break_ties_with_noise)
+        user_rows = scorer.user_rows(batch)
+        scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
         order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
         scores, keys, entry = scores[order], keys[order], entry[order]
         counts = cp.zeros(m, dtype=cp.int32)
@@ -194,7 +227,6 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         pool_max = cp.zeros(nb, dtype=cp.uint64)
         nonfinite = cp.zeros(nb, dtype=cp.int32)
         tol = scorer.tolerance(batch)
-        user_rows = scorer.user_rows(batch)
         tile = min(n_items, TILE_ITEMS)
         if nb not in buffers:
             buffers.clear()
@@ -245,10 +277,12 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     out_scores = cp.full((users.shape[0], k), cp.nan)
     users_d = cp.asarray(users)
     kernel_path = k <= TOPK_MAX_K
-    per_user = 12 * TOPK_CAPACITY + 64 if kernel_path else 0
-    rows = _batch_size(n_items, scorer.itemsize() if kernel_path else 24, per_user + 8 * scorer.n_factors,
-                       max_memory, batch_size)
-    topk = kernel("topk_tile", f"topk_tile_{scorer.suffix if not scorer.given else 'f64'}")
+    if kernel_path:
+        rows = _batch_size(n_items, scorer.itemsize(), 12 * TOPK_CAPACITY + 64 + 8 * scorer.n_factors, max_memory,
+                           batch_size)
+    else:  # whole rows, several times over (copy, masks, sort)
+        rows = batch_size or max(1, int(max_memory // (n_items * (scorer.itemsize() + 40) + 8 * scorer.n_factors)))
+    topk = kernel("topk_tile", f"topk_tile_{scorer.suffix}")
 
     def run(begin, end):
         batch = users_d[begin:end]
@@ -284,7 +318,7 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             local = cp.concatenate([local, more[0]])
             items = cp.concatenate([items, more[1]])
             filter_scores = cp.concatenate([filter_scores.astype(cp.float64), more[2]])
-        exact, keys = scorer.pairs(batch[local], items, seed, noise)
+        exact, keys = scorer.pairs(batch, local, items, user_rows, seed, noise)
         if scorer.given:
             exact = filter_scores.astype(cp.float64)
         chosen_items, chosen_scores = select_top_k(cp, local, items, exact, keys, nb, k)
@@ -299,7 +333,7 @@ def _full_row_candidates(scorer, batch, rows, user_rows, tol, k, train_indptr, t
     largest filter score: a superset of the top k by defined score."""
     cp = _backend.cupy()
     S, ld, _ = scorer.tile(None if user_rows is None else user_rows[rows], 0, n_items,
-                           cp.empty(rows.shape[0] * n_items, dtype=scorer.dtype))
+                           None if scorer.given else cp.empty(rows.shape[0] * n_items, dtype=scorer.dtype))
     if scorer.given:
         S = cp.broadcast_to(S[:n_items], (rows.shape[0], n_items))
     elif scorer.biases is not None:  # as the kernels add them: in the factors' dtype

@@ -20,9 +20,10 @@ def _gamma(n, unit_roundoff):
 
 def magnitudes(B, biases):
     """Per factor, max_j |B[j, f]|, and max_j |bias_j|, over finite values (float64)."""
-    xp = array_module(B, biases)
-    item_abs_max = xp.where(xp.isfinite(B), xp.abs(B), 0).max(axis=0, initial=0).astype(xp.float64)
-    bias_abs_max = float(xp.where(xp.isfinite(biases), xp.abs(biases), 0).max(initial=0)) if biases.shape[0] else 0.0
+    xp = array_module(B, biases)  # (CuPy's max takes no `initial`)
+    finite = xp.where(xp.isfinite(B), xp.abs(B), 0)
+    item_abs_max = (finite.max(axis=0) if B.shape[0] else xp.zeros(B.shape[1])).astype(xp.float64)
+    bias_abs_max = float(xp.where(xp.isfinite(biases), xp.abs(biases), 0).max()) if biases.shape[0] else 0.0
     return item_abs_max, bias_abs_max
 
 

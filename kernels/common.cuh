@@ -39,11 +39,24 @@ GR_HD double gr_mul(double x, double y) { volatile double p = x * y; return p; }
 GR_HD double gr_add(double x, double y) { volatile double s = x + y; return s; }
 #endif
 
+// float -> double exactly, subnormals included: CuPy compiles with -ftz=true, which would
+// flush them in a plain conversion (cvt.ftz.f64.f32), unlike the CPU engine.
+GR_HD double gr_widen(float x) {
+#ifdef __CUDA_ARCH__
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+#else
+    return (double)x;
+#endif
+}
+GR_HD double gr_widen(double x) { return x; }
+
 // The definition of a score: float64 products summed in order f = 0 .. F-1, plus the bias.
 template <typename T>
 GR_HD double gr_exact_score(const T* a, const T* b, int64_t n_factors, const double* bias, int64_t item) {
     double acc = 0.0;
-    for (int64_t f = 0; f < n_factors; ++f) acc = gr_add(acc, gr_mul((double)a[f], (double)b[f]));
+    for (int64_t f = 0; f < n_factors; ++f) acc = gr_add(acc, gr_mul(gr_widen(a[f]), gr_widen(b[f])));
     return bias ? gr_add(acc, bias[item]) : acc;
 }
 

@@ -1,0 +1,121 @@
+"""evaluate: the metrics of any model, from its score matrix or its score function."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import _backend
+from . import _validation as v
+from ._api import check_gain, interactions
+from ._engine import Problem, evaluate as run_engine, on_device, warn_nan
+from ._metrics import parse_metrics, select_columns
+
+
+def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
+             seed=1, min_pos_test=1, min_items_pool=2, consider_cold_start=True, gain="linear", device="auto",
+             output="pandas", batch_size=None, max_memory=None, nthreads=-1):
+    r"""Per-user metrics of any model, from its scores: a matrix, or a function of user ids.
+
+    The same engine, definitions, tie rule and NaN rules as :func:`calc_reco_metrics`
+    (docs/metrics.md), with the given scores as the scores: every item outside the user's
+    row of ``X_train`` is ranked by descending score, ties by ascending item index (or the
+    seeded key with ``break_ties_with_noise=True``), and every metric follows from the
+    ranks of the test items. Scores are compared as float64 (float32 scores convert
+    exactly), so both backends give the same numbers.
+
+    Parameters
+    ----------
+    scores : array of shape (n_users, n_items), or callable
+        A dense score matrix: NumPy, CuPy, or any ``__cuda_array_interface__`` / CUDA DLPack
+        array (a torch CUDA tensor), used in place on the GPU; or a function
+        ``score_fn(user_ids) -> (len(user_ids), n_items) scores`` that gpureco calls batch by
+        batch with int64 user ids (a NumPy array on the CPU backend, a CuPy array on the GPU
+        backend), for models that are not dot products (a two-tower net in a training loop).
+        Only users that can be evaluated are asked for (see the NaN rules).
+    X_test, X_train : sparse matrix of shape (n_users, n_items)
+        As in :func:`calc_reco_metrics` (X_train None: no training items).
+    metrics : sequence of str, default=("P", "AP", "NDCG")
+        Names from the registry: ``"P@10"``, ``"NDCG@5"``, ``"ROC_AUC"``, or bare ``"NDCG"``
+        with the cut-offs of ``k``; an unknown name raises an error listing the valid ones.
+    k : int or sequence of int, default=10
+        Cut-off(s) for the metric names without ``@K``.
+    output : {"pandas", "numpy", "cupy"}, default="pandas"
+        A DataFrame (one row per user, ``attrs["nan_reasons"]`` with the NaN counts), a dict
+        of NumPy arrays, or a dict of CuPy arrays left in GPU memory (GPU backend only).
+    break_ties_with_noise, seed, min_pos_test, min_items_pool, consider_cold_start, gain, device, batch_size, max_memory, nthreads
+        As in :func:`calc_reco_metrics`.
+
+    Returns
+    -------
+    DataFrame or dict
+        One column per metric and cut-off (``"P@10"``, ...), float64, NaN as the rules say.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, gpureco
+    >>> X_test = sp.csr_array(np.array([[0, 1, 0, 1], [0, 0, 1, 0]]))
+    >>> scores = np.array([[0.1, 0.9, 0.5, 0.3], [0.4, 0.4, 0.4, 0.8]])
+    >>> gpureco.evaluate(scores, X_test, metrics=["P@1", "R@2", "ROC_AUC"], device="cpu")
+       P@1  R@2   ROC_AUC
+    0  1.0  0.5  0.750000
+    1  0.0  0.0  0.333333
+    """
+    X_train, X_test = interactions(X_train, X_test)
+    n_users, n_items = X_test.shape
+    selection = parse_metrics(metrics, k)
+    v.check_choice(output, "output", ("pandas", "numpy", "cupy"))
+    check_gain(gain, X_test)
+    min_pos_test = v.check_int(min_pos_test, "min_pos_test", low=0)
+    min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
+    nthreads = v.resolve_nthreads(nthreads)
+    seed = v.check_seed(seed)
+    if batch_size is not None:
+        batch_size = v.check_int(batch_size, "batch_size", low=1)
+    if max_memory is not None:
+        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    backend = _backend.resolve_device(device)
+    if output == "cupy" and backend[0] != "gpu":
+        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
+    v.check_disjoint(X_train, X_test)
+    problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), backend)
+    with on_device(problem):
+        problem.score_rows = _score_rows(scores, n_users, n_items, backend[0] == "gpu")
+        values, counts = run_engine(problem, selection.names, selection.cutoffs, min_pos_test=min_pos_test,
+                                    min_items_pool=min_items_pool, consider_cold_start=bool(consider_cold_start),
+                                    nthreads=nthreads, gain=gain, batch_size=batch_size, max_memory=max_memory)
+    warn_nan(counts, n_users)
+    columns = select_columns(values, selection)
+    if output == "cupy":
+        return columns
+    columns = {name: _backend.to_host(a, name) for name, a in columns.items()}
+    if output == "numpy":
+        return columns
+    df = pd.DataFrame(columns)
+    df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
+    return df
+
+
+def _score_rows(scores, n_users, n_items, on_gpu):
+    """users -> float64 (len(users), n_items) score rows, on the backend's device."""
+    xp = _backend.cupy() if on_gpu else np
+    convert = (lambda x, name: _backend.to_device(x)) if on_gpu else (lambda x, name: np.asarray(_backend.to_host(x, name)))
+
+    def checked(rows, what, shape):
+        if rows.dtype.kind not in "fiub":
+            raise TypeError(f"{what} must be an array of real numbers; got dtype {rows.dtype}.")
+        if tuple(rows.shape) != shape:
+            raise ValueError(f"{what} must have shape {shape}; got {tuple(rows.shape)}.")
+        return rows
+
+    if callable(scores):
+        def from_function(users):
+            rows = scores(users)
+            try:
+                rows = convert(rows, "score_fn's result")
+            except (TypeError, ValueError) as error:
+                raise TypeError(f"score_fn's result must be an array; got {type(rows).__name__} ({error}).") from None
+            rows = checked(rows, f"score_fn's result for {users.shape[0]} users", (users.shape[0], n_items))
+            return xp.asarray(rows, dtype=xp.float64)
+        return from_function
+    matrix = checked(convert(scores, "scores"), "'scores'", (n_users, n_items))
+    return lambda users: xp.asarray(matrix[users], dtype=xp.float64)
