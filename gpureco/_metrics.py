@@ -147,3 +147,109 @@ def metrics_from_ranks(xp, ranks, gains, n_test, n_pool, cutoffs, names, valid, 
         if name in _K_BOUND_IN_POOL:
             values[n_pool[:, None] <= cutoffs[None, :]] = xp.nan  # rule 7
     return out
+
+
+# Beyond-accuracy metrics, computed from top-K lists by _beyond (not from ranks). The flag is
+# the keyword of `gpureco.beyond_accuracy`'s definition in _beyond. Catalogue-level ones give
+# one number per call, the others one number per list.
+BEYOND_METRICS = (
+    Metric("Coverage@K", "item_coverage"),
+    Metric("Surprisal@K", "surprisal"),
+    Metric("Gini@K", "gini_index"),
+    Metric("Entropy@K", "exposure_entropy"),
+    Metric("ARP@K", "average_popularity"),
+    Metric("Tail@K", "tail_percentage"),
+    Metric("ILD@K", "intra_list_diversity"),
+    Metric("Unexpectedness@K", "unexpectedness"),
+)
+ALL_METRICS = METRICS + BEYOND_METRICS
+
+
+class MetricSelection(NamedTuple):
+    """What `parse_metrics` read: the registry columns, the cut-offs and the output columns."""
+    names: tuple  # registry columns ("P@K", "ROC_AUC", ...), in registry order
+    cutoffs: np.ndarray  # int64, sorted, unique: every K of any @K column wanted
+    columns: tuple  # (name, K or None) pairs in the order asked, K None for metrics without cut-off
+
+
+def column_name(name, k=None):
+    """The output column of registry column `name` at cut-off `k`: ("P@K", 10) -> "P@10"."""
+    return name if k is None else name[: -len("@K")] + f"@{int(k)}"
+
+
+def _check_cutoff(value, what):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a positive int (a cut-off K >= 1); got {value!r} of type "
+                        f"{type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"{what} must be a positive int (a cut-off K >= 1); got {value!r}.")
+    return int(value)
+
+
+def parse_metrics(metrics, k=None, allowed=None):
+    """Read metric names such as "P@10", "NDCG@5", "ROC_AUC", or bare "NDCG" with `k`.
+
+    metrics : str or sequence of str. A name is a registry column with "@K" replaced by a
+        cut-off ("P@10"), a registry column without its "@K" ("NDCG"), which means every cut-off
+        in `k`, or a metric without cut-off ("ROC_AUC"). Names are matched ignoring case
+        ("ndcg@10" is "NDCG@10"); nothing else (no aliases such as "MAP").
+    k : int, sequence of int, or None. The cut-offs of bare names.
+    allowed : registry columns the caller can compute (default: every one of ALL_METRICS).
+
+    Returns a MetricSelection; `column_name(name, k)` of each pair of `.columns` is the output
+    column. Duplicates are dropped. Raises ValueError naming every valid name for an unknown
+    name, and for a cut-off that is not a positive int.
+    """
+    registry = [m.column for m in ALL_METRICS]
+    allowed = tuple(registry if allowed is None else allowed)
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        metrics = list(metrics)
+    except TypeError:
+        raise TypeError(f"'metrics' must be a metric name or a list of names; got {metrics!r}.") from None
+    if not metrics:
+        raise ValueError("'metrics' must name at least one metric; got an empty list.")
+    if k is not None:
+        ks = [_check_cutoff(value, "'k'") for value in (k if isinstance(k, (list, tuple, np.ndarray)) else [k])]
+        if not ks:
+            raise ValueError("'k' must be a positive int or a non-empty list of them; got an empty list.")
+    by_base = {name.upper().removesuffix("@K"): name for name in registry}
+    valid = ", ".join(allowed)
+
+    columns = []
+    for metric in metrics:
+        if not isinstance(metric, str):
+            raise TypeError(f"'metrics' must hold metric names (str); got {metric!r} of type {type(metric).__name__}.")
+        base, at, cut = metric.strip().partition("@")
+        name = by_base.get(base.upper())
+        if name is not None and at and not name.endswith("@K"):
+            raise ValueError(f"Metric {metric!r} in 'metrics': {name} takes no cut-off; write {name!r}.")
+        if name is None:
+            raise ValueError(f"Unknown metric {metric!r} in 'metrics'. Valid names: {valid} (write K as a "
+                             "positive int, as in 'NDCG@10', or give the name without '@K' and pass k=...).")
+        if name not in allowed:
+            raise ValueError(f"Metric {metric!r} in 'metrics' is not available here. Valid names: {valid}.")
+        if not name.endswith("@K"):
+            columns.append((name, None))
+        elif at:
+            if not cut.isdigit():
+                raise ValueError(f"Metric {metric!r} in 'metrics': the cut-off after '@' must be a positive "
+                                 f"int; got {cut!r}.")
+            columns.append((name, _check_cutoff(int(cut), f"The cut-off of {metric!r} in 'metrics'")))
+        elif k is None:
+            raise ValueError(f"Metric {metric!r} in 'metrics' needs a cut-off: write it as "
+                             f"{column_name(name, 10)!r} or pass k=...; got k=None.")
+        else:
+            columns.extend((name, value) for value in ks)
+    columns = tuple(dict.fromkeys(columns))
+    names = tuple(name for name in registry if any(name == c[0] for c in columns))
+    cutoffs = np.unique(np.array([c[1] for c in columns if c[1] is not None], dtype=np.int64))
+    return MetricSelection(names, cutoffs, columns)
+
+
+def select_columns(values, selection):
+    """{output column: per-user values} from `metrics_from_ranks(..., selection.cutoffs, ...)`."""
+    index = {int(k): i for i, k in enumerate(selection.cutoffs)}
+    return {column_name(name, k): values[name] if k is None else values[name][:, index[k]]
+            for name, k in selection.columns}
