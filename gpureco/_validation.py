@@ -165,3 +165,13 @@ def check_disjoint(X_train, X_test):
         raise ValueError(f"'X_test' and 'X_train' share {int(shared.sum())} (user, item) pairs, for example "
                          f"user {first // n_items}, item {first % n_items}; a test item must not be a "
                          "training item of the same user (it could never be ranked).")
+
+
+def as_pandas(frame, name, what):
+    """A pandas DataFrame from a pandas frame or anything with `.to_pandas()` (polars; never imported)."""
+    import pandas as pd
+    if not isinstance(frame, pd.DataFrame) and hasattr(frame, "to_pandas"):
+        frame = frame.to_pandas()
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"'{name}' must be a DataFrame of {what} (pandas, or polars); got {type(frame).__name__}.")
+    return frame

@@ -1,0 +1,228 @@
+"""evaluate_lists: the accuracy metrics of recommendation lists already made (top-K-list input)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import _validation as v
+from ._metrics import GAINS, METRICS, metrics_from_ranks, parse_metrics, select_columns
+
+_AUCS = ("ROC_AUC", "PR_AUC")
+
+
+def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_missing=False, group_by=None,
+                   gain="linear"):
+    r"""Per-list accuracy metrics of ranked recommendation lists against held-out items.
+
+    Each list (one user, within one run) is the ranking: its positions are the ranks of
+    docs/metrics.md, an item the truth frame does not hold for that user is not relevant,
+    and the relevant items missing from the list rank beyond every cut-off. With
+    :math:`h_i = 1` when the item at position *i* is relevant, :math:`T` the user's truth
+    items and :math:`g_i` the gain at position *i*:
+
+    .. math::
+        P@K = \tfrac{1}{K}\sum_{i \le K} h_i,\quad TP@K = \tfrac{1}{\min(K,|T|)}\sum_{i \le K} h_i,\quad
+        R@K = \tfrac{1}{|T|}\sum_{i \le K} h_i,\quad AP@K = \tfrac{1}{|T|}\sum_{i \le K} h_i P@i,
+
+        TAP@K = \tfrac{1}{\min(K,|T|)}\sum_{i \le K} h_i P@i,\quad
+        NDCG@K = \frac{\sum_{i \le K} g_i / \log_2(i+1)}{\text{IDCG@}K},\quad
+        Hit@K = [\textstyle\sum_{i \le K} h_i > 0],\quad RR@K = 1/\text{first relevant position} \ (0 \text{ if} > K).
+
+    IDCG@K sums the user's largest positive truth gains (all of them, listed or not) over
+    the first K positions. A list shorter than K has no item at the missing positions
+    (P@K still divides by K).
+
+    Parameters
+    ----------
+    recs : DataFrame
+        Columns ``user``, ``item`` and exactly one of ``rank`` (ints 1..n within each list)
+        or ``score`` (ranked by descending score, ties by ascending item); plus the
+        ``group_by`` columns. Other columns are ignored. pandas, or polars (converted with
+        ``.to_pandas()``).
+    truth : DataFrame
+        Columns ``user``, ``item`` and optionally ``rating`` (the NDCG gain; 1 when absent),
+        plus any of the ``group_by`` columns it is keyed by (for example ``fold``): a run's
+        lists are matched with the truth rows that share its values of those columns.
+    metrics : str or list of str, default=("P", "AP", "NDCG")
+        Names as ``"NDCG@10"``, or without ``@K`` for every cut-off in ``k``; any of P, TP, R,
+        AP, TAP, NDCG, Hit, RR (case ignored). ROC_AUC and PR_AUC are refused: they need the
+        whole pool of candidate items, which a list does not hold.
+    k : int or list of int, default=5
+        Cut-offs of the names without ``@K``.
+    include_missing : bool, default=False
+        Also give every truth user without a list (in each run) a row, with 0 for every
+        metric (LensKit's and RePlay's convention). By default such users are left out.
+    group_by : str or list of str, default=None
+        Columns of ``recs`` that identify a run (data set, algorithm, fold, ...): one call
+        evaluates every run.
+    gain : {"linear", "exponential", "binary"}, default="linear"
+        NDCG gain of a rating r: r, 2**r - 1, or [r > 0].
+
+    Returns
+    -------
+    DataFrame
+        One row per evaluated list, indexed by the ``group_by`` columns and ``user`` (call
+        ``.reset_index()`` for columns), sorted by them; one float64 column per metric, in
+        the order asked (``"P@10"``). ``attrs["nan_reasons"]`` counts NaN values by rule;
+        ``attrs["lists_without_truth"]`` counts the lists left out because their user has no
+        truth row (no metric is defined for them).
+
+    Notes
+    -----
+    Every truth row is relevant, whatever its rating; the rating is only the NDCG gain.
+    NDCG is NaN (rule 8 of docs/metrics.md) for a user without a positive gain; no other
+    metric is ever NaN. Items beyond the largest cut-off are never looked at.
+
+    Examples
+    --------
+    >>> import pandas as pd, gpureco
+    >>> recs = pd.DataFrame({"user": [1, 1, 1, 2, 2], "item": ["a", "b", "c", "a", "d"],
+    ...                      "rank": [1, 2, 3, 1, 2]})
+    >>> truth = pd.DataFrame({"user": [1, 1, 2, 3], "item": ["b", "z", "a", "a"]})
+    >>> gpureco.evaluate_lists(recs, truth, metrics=["P@2", "R@2", "RR@2"], include_missing=True)
+          P@2  R@2  RR@2
+    user
+    1     0.5  0.5   0.5
+    2     0.5  1.0   1.0
+    3     0.0  0.0   0.0
+    """
+    recs = v.as_pandas(recs, "recs", "recommendations")
+    truth = v.as_pandas(truth, "truth", "held-out items")
+    group_by = [] if group_by is None else [group_by] if isinstance(group_by, str) else list(group_by)
+    selection = _selection(metrics, k)
+    v.check_choice(gain, "gain", GAINS)
+    by = _check_columns(recs, truth, group_by)
+    shared = [c for c in group_by if c in truth.columns]
+    max_k = int(selection.cutoffs.max())
+
+    # integer codes: lists (sorted by their keys), and items common to recs and truth
+    keys = group_by + ["user"]
+    list_id = recs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy(np.int64)
+    item_codes, item_values = pd.factorize(pd.concat([recs["item"], truth["item"]], ignore_index=True), sort=True)
+    n_codes = max(len(item_values), 1)
+    rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):]
+    rec_key = list_id * n_codes + rec_item
+    _check_unique(rec_key, recs, "recs", keys)
+    rank = _ranks(recs, by, list_id, rec_item)
+
+    # the evaluated lists: (run, user) pairs with truth, and with include_missing the truth users without a list
+    first = np.unique(list_id, return_index=True)[1]
+    lists = recs[keys].iloc[first].reset_index(drop=True).assign(_list=np.arange(first.size))
+    truth_users = truth[shared + ["user"]].drop_duplicates()
+    if include_missing:
+        if group_by:
+            runs = lists[group_by].drop_duplicates()
+            rows = runs.merge(truth_users, on=shared) if shared else runs.merge(truth_users, how="cross")
+        else:
+            rows = truth_users
+        rows = rows.merge(lists, on=keys, how="left")
+        rows["_list"] = rows["_list"].fillna(-1).astype(np.int64)
+    else:
+        rows = lists.merge(truth_users, on=shared + ["user"])
+    rows = rows.sort_values(keys, kind="stable").reset_index(drop=True)
+
+    # one entry per (evaluated list, truth item): its position in the list, or max_k + 1 if absent
+    gains = _gains(truth, gain)
+    truth_items = pd.DataFrame({**{c: truth[c] for c in shared + ["user"]}, "_item": truth_item, "_gain": gains})
+    _check_unique(truth_items.groupby(shared + ["user", "_item"], sort=False, dropna=False).ngroup()
+                  .to_numpy(np.int64), truth, "truth", shared + ["user"])
+    entries = rows[shared + ["user", "_list"]].assign(_row=np.arange(len(rows))).merge(truth_items, on=shared + ["user"])
+    entries = entries.iloc[np.argsort(entries["_row"].to_numpy(), kind="stable")]
+    listed = rank <= max_k
+    order = np.argsort(rec_key[listed], kind="stable")
+    # a sentinel key above every other: searchsorted then always lands on an existing slot
+    known_keys = np.append(rec_key[listed][order], np.iinfo(np.int64).max)
+    known_ranks = np.append(rank[listed][order], 0)
+    entry_key = entries["_list"].to_numpy(np.int64) * n_codes + entries["_item"].to_numpy(np.int64)  # < 0: no list
+    at = np.searchsorted(known_keys, entry_key)
+    entry_rank = np.where(known_keys[at] == entry_key, known_ranks[at], max_k + 1)
+
+    n_test = np.bincount(entries["_row"].to_numpy(np.int64), minlength=len(rows)).astype(np.int64)
+    values = metrics_from_ranks(np, entry_rank, entries["_gain"].to_numpy(np.float64), n_test,
+                                n_test + max_k + 1,  # a pool larger than any cut-off, with negatives: rules 6, 7 never apply
+                                selection.cutoffs, selection.names, np.ones(len(rows), bool), gain=gain)
+    index = pd.MultiIndex.from_frame(rows[keys]) if group_by else pd.Index(rows["user"], name="user")
+    out = pd.DataFrame(select_columns(values, selection), index=index)
+    out.attrs["nan_reasons"] = {"rule 8": int(np.isnan(values["NDCG@K"][:, 0]).sum())} if "NDCG@K" in values else {}
+    out.attrs["nan_reasons"] = {rule: n for rule, n in out.attrs["nan_reasons"].items() if n}
+    out.attrs["lists_without_truth"] = int(first.size - (rows["_list"] >= 0).sum())
+    return out
+
+
+def _selection(metrics, k):
+    selection = parse_metrics(metrics, k, allowed=[m.column for m in METRICS])
+    asked = [name for name in _AUCS if name in selection.names]
+    if asked:
+        raise ValueError(f"{' and '.join(asked)} cannot be computed from top-K lists ('metrics'): an AUC needs the "
+                         "rank of every candidate item (the whole pool), which a list does not hold. Evaluate the "
+                         "model's scores instead (calc_reco_metrics).")
+    return selection
+
+
+def _check_columns(recs, truth, group_by):
+    """The ranking column of recs ("rank" or "score"), after checking every required column."""
+    for name, frame, required in (("recs", recs, ["user", "item"] + group_by), ("truth", truth, ["user", "item"])):
+        missing = [c for c in required if c not in frame.columns]
+        if missing:
+            raise ValueError(f"'{name}' must have the columns {required}; it lacks {missing} "
+                             f"(got columns {list(frame.columns)}).")
+    clash = [c for c in group_by if c in ("user", "item", "rank", "score", "rating")]
+    if clash:
+        raise ValueError(f"'group_by' must name run columns other than user, item, rank, score and rating; got {clash}.")
+    by = [c for c in ("rank", "score") if c in recs.columns]
+    if len(by) != 1:
+        raise ValueError("'recs' must have exactly one of the columns 'rank' (positions 1..n) and 'score' (ranked "
+                         f"descending); got {'both' if by else 'neither'} (columns {list(recs.columns)}).")
+    return by[0]
+
+
+def _check_unique(key, frame, name, keys):
+    """No (list, item) pair twice: `key` numbers the pairs of `frame`'s rows."""
+    order = np.argsort(key, kind="stable")
+    repeated = np.flatnonzero(np.diff(key[order]) == 0)
+    if repeated.size:
+        row = frame.iloc[int(order[repeated[0] + 1])]
+        where = ", ".join(f"{c} {row[c]!r}" for c in keys)
+        raise ValueError(f"'{name}' has {repeated.size} duplicate ({', '.join(keys)}, item) rows, for example "
+                         f"{where}, item {row['item']!r}; an item can appear once per list.")
+
+
+def _numeric(frame, column, name):
+    values = frame[column]
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        raise TypeError(f"'{name}' column {column!r} must hold numbers; got dtype {values.dtype}.")
+    values = values.to_numpy(np.float64, na_value=np.nan)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"'{name}' column {column!r} must hold finite numbers; got "
+                         f"{int(np.sum(~np.isfinite(values)))} NaN or infinite values.")
+    return values
+
+
+def _ranks(recs, by, list_id, item):
+    """Each row's position in its list: the given rank (checked to be 1..n), or by descending score."""
+    values = _numeric(recs, by, "recs")
+    order = np.lexsort((values, list_id)) if by == "rank" else np.lexsort((item, -values, list_id))
+    sorted_list = list_id[order]
+    starts = np.flatnonzero(np.r_[True, sorted_list[1:] != sorted_list[:-1]]) if order.size else np.zeros(0, int)
+    position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size])) + 1
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = position
+    if by == "rank":
+        bad = np.flatnonzero(values != rank)
+        if bad.size:
+            user = recs["user"].iloc[int(bad[0])]
+            given = np.sort(values[list_id == list_id[bad[0]]])
+            shown = ", ".join(f"{r:g}" for r in given[:10]) + (", ..." if given.size > 10 else "")
+            raise ValueError(f"'recs' ranks must be 1, 2, ..., n within each list; the list of user {user!r} has "
+                             f"ranks [{shown}] ({int(np.unique(list_id[bad]).size)} lists are wrong).")
+    return rank
+
+
+def _gains(truth, gain):
+    if "rating" not in truth.columns:
+        return np.ones(len(truth))
+    ratings = _numeric(truth, "rating", "truth")
+    if gain == "exponential" and ratings.size and ratings.max() >= 1024:
+        raise ValueError("gain='exponential' needs 'truth' ratings below 1024 (2**r - 1 must be finite); "
+                         f"got a maximum of {float(ratings.max())!r}.")
+    return ratings

@@ -1,0 +1,333 @@
+"""Statistics of per-user metrics: summaries with confidence intervals, paired model comparisons,
+and a Markdown rendering of either table."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from . import _validation as v
+
+_CHUNK = 2**22  # random draws held at once by the bootstrap and the permutation test
+_P_VALUES = ("p_ttest", "p_wilcoxon", "p_permutation")
+
+
+def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, by=None):
+    r"""Mean, spread and confidence interval of every metric over the users.
+
+    For each column of ``per_user`` with the :math:`n` non-NaN values :math:`x_1, \dots, x_n`:
+
+    .. math::
+        \bar x = \tfrac1n \sum_u x_u,\qquad s = \sqrt{\tfrac{1}{n-1}\sum_u (x_u - \bar x)^2},\qquad
+        \text{CI}_t = \bar x \pm t_{(1+c)/2,\ n-1}\, s / \sqrt n
+
+    with :math:`c` = ``confidence`` and :math:`t_{q,\nu}` the Student-t quantile. With
+    ``ci="bootstrap"`` the interval is the percentile bootstrap: the :math:`(1-c)/2` and
+    :math:`(1+c)/2` quantiles (NumPy's linear interpolation) of the means of ``n_resamples``
+    resamples of the :math:`n` values drawn with replacement, from
+    ``numpy.random.default_rng(seed)``; every column starts from the same seed, so a column's
+    interval does not depend on the other columns.
+
+    Parameters
+    ----------
+    per_user : DataFrame of shape (n_users, n_metrics)
+        One row per user, one numeric column per metric, as ``calc_reco_metrics`` or
+        ``evaluate_lists`` return it. Columns named in ``by`` are not summarised.
+    confidence : float, default=0.95
+        In (0, 1).
+    ci : {"t", "bootstrap"}, default="t"
+    n_resamples : int, default=10_000
+        Bootstrap resamples (``ci="bootstrap"``); the cost is ``n_resamples * n`` draws.
+    seed : int, default=0
+        Seed of the bootstrap.
+    by : str or list of str, default=None
+        Columns or index levels to group by (for example ``"algorithm"`` on the output of
+        ``evaluate_lists`` with ``group_by``): one summary per group.
+
+    Returns
+    -------
+    DataFrame
+        Indexed by metric column (preceded by the ``by`` keys), with columns ``mean``,
+        ``std``, ``median``, ``ci_low``, ``ci_high``, ``n_users`` (non-NaN values) and
+        ``n_nan``. ``attrs["nan_reasons"]`` copies ``per_user.attrs["nan_reasons"]`` (NaN
+        counts by rule of docs/metrics.md), ``attrs["confidence"]`` and ``attrs["ci"]``
+        record the interval.
+
+    Notes
+    -----
+    NaN values (users a metric is not defined for) are left out. A column without a
+    non-NaN value gives NaN everywhere; one with a single value gives NaN for ``std`` and
+    the t interval (the bootstrap interval of one value is that value).
+
+    Examples
+    --------
+    >>> import pandas as pd, gpureco
+    >>> per_user = pd.DataFrame({"P@2": [0.5, 1.0, 0.0, float("nan")]})
+    >>> gpureco.summarize(per_user)[["mean", "median", "n_users", "n_nan"]]
+            mean  median  n_users  n_nan
+    metric
+    P@2      0.5     0.5        3      1
+    """
+    per_user = v.as_pandas(per_user, "per_user", "per-user metrics")
+    confidence = v.check_fraction(confidence, "confidence")
+    v.check_choice(ci, "ci", ("t", "bootstrap"))
+    n_resamples = v.check_int(n_resamples, "n_resamples", low=1)
+    seed = v.check_seed(seed)
+    if by is not None:
+        groups = per_user.groupby(by, sort=True)
+        keys = [by] if isinstance(by, str) else list(by)
+        parts = {key: _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci,
+                               n_resamples, seed) for key, frame in groups}
+        out = pd.concat(parts, names=keys)
+    else:
+        out = _summary(per_user, confidence, ci, n_resamples, seed)
+    out.attrs.update(nan_reasons=dict(per_user.attrs.get("nan_reasons", {})), confidence=confidence, ci=ci)
+    return out
+
+
+def _summary(per_user, confidence, ci, n_resamples, seed):
+    rows = {}
+    for column in per_user.columns:
+        values = _numeric(per_user, column, "per_user")
+        x = values[~np.isnan(values)]
+        n = x.size
+        mean = x.mean() if n else np.nan
+        std = x.std(ddof=1) if n > 1 else np.nan
+        if ci == "t":
+            low, high = _t_interval(mean, std, n, confidence)
+        else:
+            low, high = _bootstrap_interval(x, confidence, n_resamples, seed)
+        rows[column] = dict(mean=mean, std=std, median=np.median(x) if n else np.nan, ci_low=low, ci_high=high,
+                            n_users=n, n_nan=values.size - n)
+    out = pd.DataFrame.from_dict(rows, orient="index",
+                                 columns=["mean", "std", "median", "ci_low", "ci_high", "n_users", "n_nan"])
+    out.index.name = "metric"
+    return out
+
+
+def _t_interval(mean, std, n, confidence):
+    if n < 2:
+        return np.nan, np.nan
+    half = scipy.stats.t.ppf((1 + confidence) / 2, n - 1) * std / np.sqrt(n)
+    return mean - half, mean + half
+
+
+def _bootstrap_interval(x, confidence, n_resamples, seed):
+    if x.size == 0:
+        return np.nan, np.nan
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK // x.size)
+    means = np.concatenate([x[rng.integers(0, x.size, size=(min(chunk, n_resamples - start), x.size))].mean(axis=1)
+                            for start in range(0, n_resamples, chunk)])
+    low, high = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return low, high
+
+
+def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=0, correction="holm"):
+    r"""Paired comparison of models, metric by metric, on the users every model was scored on.
+
+    For every pair of models (a, b), a before b in the order given, and every metric column
+    the frames share, let :math:`d_u = x_{b,u} - x_{a,u}` over the :math:`n` users where
+    both values are non-NaN. The table reports the means of a and b on those users, the mean
+    difference :math:`\bar d` (positive: b scores higher), its paired Student-t confidence
+    interval :math:`\bar d \pm t_{(1+c)/2,\,n-1}\, s_d/\sqrt n`, and three two-sided p-values:
+
+    - ``p_ttest``: ``scipy.stats.ttest_rel(x_b, x_a)``;
+    - ``p_wilcoxon``: ``scipy.stats.wilcoxon(d)`` with its defaults: zero differences are
+      dropped (``zero_method="wilcox"``), SciPy chooses the exact or normal method;
+    - ``p_permutation``: the paired sign-flip permutation test of :math:`|\sum_u d_u|`.
+      When :math:`2^n \le` ``n_permutations`` every sign vector is enumerated and
+      :math:`p = \#\{s : |\sum_u s_u d_u| \ge |\sum_u d_u|\} / 2^n` exactly; otherwise
+      ``n_permutations`` random sign vectors from ``numpy.random.default_rng(seed)`` give
+      :math:`p = (1 + \#\{\dots\}) / (1 + \text{n\_permutations})`, never 0. Each
+      (pair, metric) test starts from the same seed.
+
+    With ``correction="holm"``, ``p_ttest_holm``, ``p_wilcoxon_holm`` and
+    ``p_permutation_holm`` hold Holm's step-down adjustment across the metrics of each
+    model pair: with the pair's :math:`m` non-NaN p-values sorted,
+    :math:`p_{(i)}^{adj} = \max_{j \le i} \min(1, (m - j + 1)\, p_{(j)})`.
+
+    Parameters
+    ----------
+    *per_user : DataFrames of shape (n_users, n_metrics), at least two
+        One per model, indexed by user, as ``calc_reco_metrics`` or ``evaluate_lists``
+        return them. Every frame must index the same users (in any order); the columns
+        all frames share are compared.
+    names : list of str, default=None
+        Model names; ``"model_1"``, ``"model_2"``, ... by default.
+    confidence : float, default=0.95
+        Of the interval of the mean difference, in (0, 1).
+    n_permutations : int, default=10_000
+    seed : int, default=0
+    correction : {"holm", None}, default="holm"
+
+    Returns
+    -------
+    DataFrame
+        One row per (model_a, model_b, metric) with columns ``model_a``, ``model_b``,
+        ``metric``, ``n_users``, ``mean_a``, ``mean_b``, ``mean_diff``, ``ci_low``,
+        ``ci_high``, ``p_ttest``, ``p_wilcoxon``, ``p_permutation`` (and the ``_holm``
+        columns).
+
+    Notes
+    -----
+    Fewer than 2 paired users: the interval and every p-value are NaN (and the means too
+    without any). Every difference 0 (identical models on that metric): the interval is
+    [0, 0] and every p-value is 1, as no test can see a difference (SciPy's t-test would
+    give NaN). Differences that are all equal but not 0 give a zero-width interval and
+    SciPy's p-values (0 for the t-test).
+
+    Examples
+    --------
+    >>> import pandas as pd, gpureco
+    >>> a = pd.DataFrame({"P@2": [0.0, 0.5, 0.5, 0.0]})
+    >>> b = pd.DataFrame({"P@2": [0.5, 0.5, 1.0, 0.5]})
+    >>> gpureco.compare(a, b, names=["pop", "als"])[["model_a", "model_b", "mean_diff", "p_permutation"]]
+      model_a model_b  mean_diff  p_permutation
+    0     pop     als      0.375           0.25
+    """
+    if len(per_user) < 2:
+        raise ValueError(f"compare needs the per-user frames of at least 2 models; got {len(per_user)}.")
+    frames = [v.as_pandas(frame, f"per_user[{i}]", "per-user metrics") for i, frame in enumerate(per_user)]
+    names = [f"model_{i + 1}" for i in range(len(frames))] if names is None else list(names)
+    if len(names) != len(frames) or len(set(names)) != len(names):
+        raise ValueError(f"'names' must hold {len(frames)} distinct names, one per model; got {names!r}.")
+    confidence = v.check_fraction(confidence, "confidence")
+    n_permutations = v.check_int(n_permutations, "n_permutations", low=1)
+    seed = v.check_seed(seed)
+    if correction is not None:
+        v.check_choice(correction, "correction", ("holm",))
+    frames = _aligned(frames)
+    metrics = [c for c in frames[0].columns if all(c in frame.columns for frame in frames[1:])]
+    if not metrics:
+        raise ValueError("The per-user frames share no metric column; got columns "
+                         + "; ".join(repr(list(frame.columns)) for frame in frames) + ".")
+
+    rows = []
+    for a, b in itertools.combinations(range(len(frames)), 2):
+        for metric in metrics:
+            x_a = _numeric(frames[a], metric, f"per_user[{a}]")
+            x_b = _numeric(frames[b], metric, f"per_user[{b}]")
+            both = ~np.isnan(x_a) & ~np.isnan(x_b)
+            rows.append(dict(model_a=names[a], model_b=names[b], metric=metric, n_users=int(both.sum()),
+                             **_paired(x_a[both], x_b[both], confidence, n_permutations, seed)))
+    out = pd.DataFrame(rows)
+    if correction == "holm":
+        for p in _P_VALUES:
+            out[p + "_holm"] = out.groupby(["model_a", "model_b"], sort=False)[p].transform(holm)
+    return out
+
+
+def _paired(x_a, x_b, confidence, n_permutations, seed):
+    n = x_a.size
+    d = x_b - x_a
+    means = dict(mean_a=x_a.mean() if n else np.nan, mean_b=x_b.mean() if n else np.nan,
+                 mean_diff=d.mean() if n else np.nan)
+    if n < 2:
+        return {**means, "ci_low": np.nan, "ci_high": np.nan, **dict.fromkeys(_P_VALUES, np.nan)}
+    if not np.any(d):
+        return {**means, "ci_low": 0.0, "ci_high": 0.0, **dict.fromkeys(_P_VALUES, 1.0)}
+    low, high = _t_interval(means["mean_diff"], d.std(ddof=1), n, confidence)
+    return {**means, "ci_low": low, "ci_high": high,
+            "p_ttest": float(scipy.stats.ttest_rel(x_b, x_a).pvalue),
+            "p_wilcoxon": float(scipy.stats.wilcoxon(d).pvalue),
+            "p_permutation": sign_flip_p_value(d, n_permutations, seed)}
+
+
+def sign_flip_p_value(d, n_permutations, seed):
+    """Two-sided p-value of the paired sign-flip permutation test of |sum(d)| (see compare)."""
+    n = d.size
+    observed = abs(d.sum())
+    tolerance = 1e-12 * np.abs(d).sum()  # sums equal in exact arithmetic count as "as extreme"
+    exact = n < 63 and 2**n <= n_permutations
+    total = 2**n if exact else n_permutations
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK // n)
+    count = 0
+    for start in range(0, total, chunk):
+        size = min(chunk, total - start)
+        if exact:  # bit u of the pattern number flips the sign of d_u
+            patterns = np.arange(start, start + size, dtype=np.uint64)[:, None]
+            flipped = ((patterns >> np.arange(n, dtype=np.uint64)) & np.uint64(1)).astype(np.float64)
+        else:
+            flipped = np.unpackbits(rng.integers(0, 256, size=(size, (n + 7) // 8), dtype=np.uint8),
+                                    axis=1, count=n).astype(np.float64)
+        sums = d.sum() - 2.0 * (flipped @ d)
+        count += int(np.sum(np.abs(sums) >= observed - tolerance))
+    return count / total if exact else (1 + count) / (1 + n_permutations)
+
+
+def holm(p_values):
+    """Holm's step-down adjustment of a family of p-values; NaN entries stay NaN and do not count."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = ~np.isnan(p)
+    m = int(ok.sum())
+    order = np.argsort(p[ok], kind="stable")
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[ok][order]))
+    out[ok] = adjusted
+    return out
+
+
+def to_markdown(df, digits=4):
+    """A Markdown table of `df` (a summarize or compare result, or any DataFrame), to paste.
+
+    Floats are written with `digits` significant digits (format ``g``), NaN as ``NaN``; a
+    non-default index becomes the first columns. Numbers are right-aligned, text left-aligned.
+
+    Examples
+    --------
+    >>> import pandas as pd, gpureco
+    >>> print(gpureco.to_markdown(pd.DataFrame({"metric": ["P@5"], "mean": [0.123456], "n": [10]})))
+    | metric | mean | n |
+    |:---|---:|---:|
+    | P@5 | 0.1235 | 10 |
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"'df' must be a pandas DataFrame; got {type(df).__name__}.")
+    digits = v.check_int(digits, "digits", low=1)
+    frame = df if isinstance(df.index, pd.RangeIndex) else df.reset_index()
+
+    def cell(value):
+        if isinstance(value, (float, np.floating)):
+            return "NaN" if np.isnan(value) else f"{value:.{digits}g}"
+        return str(value).replace("|", "\\|")
+
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+               for c in frame.columns]
+    lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |",
+             "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _numeric(frame, column, name):
+    values = frame[column]
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        raise TypeError(f"'{name}' column {column!r} must hold numbers (a metric); got dtype {values.dtype}. "
+                        "Put identifiers in the index (or pass them as 'by' to summarize).")
+    return values.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _aligned(frames):
+    """The frames in the first one's user order; their indexes must hold the same users."""
+    first = frames[0].index
+    for i, frame in enumerate(frames):
+        if frame.index.has_duplicates:
+            raise ValueError(f"'per_user[{i}]' must have one row per user; its index repeats "
+                             f"{frame.index[frame.index.duplicated()].tolist()[0]!r}.")
+    out = [frames[0]]
+    for i, frame in enumerate(frames[1:], start=1):
+        if not frame.index.equals(first):
+            only_first, only_this = first.difference(frame.index), frame.index.difference(first)
+            if len(only_first) or len(only_this):
+                example = (only_first if len(only_first) else only_this).tolist()[0]
+                raise ValueError(f"'per_user[0]' and 'per_user[{i}]' must index the same users (compare pairs "
+                                 f"users by index); {len(only_first)} users are only in per_user[0] and "
+                                 f"{len(only_this)} only in per_user[{i}], for example {example!r}.")
+            frame = frame.reindex(first)
+        out.append(frame)
+    return out
