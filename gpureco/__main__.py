@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -19,10 +20,11 @@ from . import _io, _optional, __version__
 from ._api import calc_reco_metrics
 from ._interactions import IdMap, RowError, from_csr, to_csr
 from ._metrics import METRICS, NAN_REASONS, column_name, parse_metrics
-from ._report import headline_columns, write_report
+from ._report import metric_columns, write_report
 
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR,ROC_AUC,PR_AUC"
+DEFAULT_LIST_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR"  # the AUCs need the whole pool, which a list does not hold
 PROGRESS_MIN_USERS = 20_000  # below this a run takes seconds: no progress bar
 
 
@@ -42,13 +44,17 @@ def _note(args, line):
 
 def _print_summary(args, results):
     table, note = _optional.summarize_models(results)
-    _say(args, table.to_string(float_format=lambda x: f"{x:.4f}"))
+    _say(args, "Summary over users (95% t confidence intervals of the mean):" if note is None else "Summary:",
+         table.to_string(float_format=lambda x: f"{x:.4f}"))
     if note:
         _note(args, note)
     if len(results) > 1:
         table, note = _optional.compare_models(results)
         if table is not None:
-            _say(args, "", table.to_string(float_format=lambda x: f"{x:.4g}"))
+            brief = [c for c in ("model_a", "model_b", "metric", "n_users", "mean_a", "mean_b", "mean_diff", "ci_low",
+                                 "ci_high", "p_ttest_holm", "p_permutation_holm") if c in table.columns]
+            _say(args, "", "Paired comparison (mean_diff = b - a; p-values Holm-adjusted over the metrics):",
+                 table[brief].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         if note:
             _note(args, note)
 
@@ -63,6 +69,7 @@ def _nan_note(args, counts, n_users):
 
 def cmd_demo(args):
     from ._demo import run_demo
+    started = time.perf_counter()
     headline, _, path = run_demo(args.users, args.items, k=args.k, seed=args.seed, device=args.device,
                                  report=None if args.no_report else args.report,
                                  echo=(lambda line: None) if args.quiet else print)
@@ -70,19 +77,24 @@ def cmd_demo(args):
     _print_summary(args, headline)
     if path is not None:
         _say(args, f"report written to {path.resolve()}")
+    _say(args, f"demo done in {time.perf_counter() - started:.1f} s")
     return OK
 
 
 # --- evaluate ---------------------------------------------------------------------------------------
 
-def _selection(args):
+def _selection(args, lists=False):
     try:
         ks = [int(k) for k in args.k.split(",")] if args.k else None
     except ValueError:
         raise UsageError(f"'-k' must be a cut-off or a comma-separated list of them, such as 10 or 5,10; "
                          f"got {args.k!r}.") from None
-    names = [name.strip() for name in args.metrics.split(",") if name.strip()]
-    return parse_metrics(names, ks, allowed=[m.column for m in METRICS])
+    spec = args.metrics or (DEFAULT_LIST_METRICS if lists else DEFAULT_METRICS)
+    allowed = [m.column for m in METRICS if not (lists and m.column in ("ROC_AUC", "PR_AUC"))]
+    try:
+        return parse_metrics([name.strip() for name in spec.split(",") if name.strip()], ks, allowed=allowed)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
 
 
 def _matrices(args, n_users=None, n_items=None):
@@ -139,7 +151,7 @@ def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
 
 
 def cmd_evaluate(args):
-    selection = _selection(args)
+    selection = _selection(args, lists=args.recs is not None)
     models = [args.factors is not None, args.scores is not None, args.recs is not None]
     if sum(models) != 1:
         raise UsageError("give exactly one model: --factors USERS.npy ITEMS.npy, --scores SCORES.npy or --recs LISTS.")
@@ -175,8 +187,10 @@ def _evaluate_lists(args, selection):
     truth = _io.read_interactions(args.test)
     if not isinstance(truth, pd.DataFrame):
         truth = from_csr(truth)
-    per_user = evaluate_lists(recs, truth, metrics=_column_names(selection))
-    return _finish(args, per_user)
+    truth = truth.rename(columns={"value": "rating"})  # the NDCG gain
+    truth = truth[[c for c in ("user", "item", "rating") if c in truth.columns]]
+    per_user = evaluate_lists(recs, truth, metrics=_column_names(selection))  # indexed by user
+    return _finish(args, per_user.reset_index())
 
 
 def _finish(args, per_user):
@@ -285,7 +299,8 @@ def cmd_compare(args):
     elif len({len(f) for f in frames}) > 1:
         raise UsageError("results files without a 'user' column must have the same users in the same order; got "
                          + ", ".join(f"{p}: {len(f)} rows" for p, f in zip(args.results, frames)) + ".")
-    results = {name: f[headline_columns(f)].reset_index(drop=True) for name, f in zip(names, frames)}
+    results = {name: f[[c for cols in metric_columns(f).values() for _, c in cols]].reset_index(drop=True)
+               for name, f in zip(names, frames)}
     table = compare(*results.values(), names=names)
     _say(args, table.to_string(float_format=lambda x: f"{x:.4g}"))
     if args.out:
@@ -330,8 +345,8 @@ def parser():
     ev.add_argument("--user-ids", help="the user id of each model row (.npy, or the first column of a CSV/Parquet "
                     "file); without it, user ids are row numbers")
     ev.add_argument("--item-ids", help="the item id of each model row, likewise")
-    ev.add_argument("--metrics", default=DEFAULT_METRICS, help="comma-separated names: P@10,NDCG@5,ROC_AUC, or bare "
-                    f"names with -k (default {DEFAULT_METRICS})")
+    ev.add_argument("--metrics", help="comma-separated names: P@10,NDCG@5,ROC_AUC, or bare names with -k (default "
+                    f"{DEFAULT_METRICS}; with --recs {DEFAULT_LIST_METRICS})")
     ev.add_argument("-k", default="10", help="cut-off(s) for bare metric names, such as 10 or 5,10 (default 10)")
     ev.add_argument("--device", default="auto", help="auto, cpu, gpu or cuda:N (default auto)")
     ev.add_argument("--name", default="model", help="the model's name in tables and reports")

@@ -29,7 +29,6 @@ def pure_svd(X_train, n_factors, seed):
 def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=16, seed=0, device="auto",
              report="gpureco_demo_report.html", echo=print):
     """Run the demo; returns ({model: per-user frame}, report path or None). `echo` prints progress."""
-    started = time.perf_counter()
     data = make_interactions(n_users, n_items, seed=seed)
     train, test = split_last_per_user(data, fraction=0.2, min_train=1)
     X_train, X_test, ids = to_csr(train, test)
@@ -53,5 +52,4 @@ def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=16, seed=0, devic
                             notes=[f"{len(data):,} generated interactions ({n_users:,} users x {n_items:,} items, "
                                    f"seed {seed}); the latest 20% of each user's interactions held out; PureSVD "
                                    f"with {n_factors} factors against most-popular; K=1..{k}."])
-    echo(f"total {time.perf_counter() - started:.1f} s")
     return {name: frame[headline_columns(frame)] for name, frame in results.items()}, results, path

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import _optional
+from ._stats import to_markdown
 
 _COLUMN = re.compile(r"^(?P<base>[A-Za-z_]+)(@(?P<k>\d+))?$")
 
@@ -123,13 +124,6 @@ def figures(results, activity=None):
     return out
 
 
-def _markdown_table(frame):
-    frame = frame.reset_index() if not isinstance(frame.index, pd.RangeIndex) else frame
-    text = frame.map(lambda x: f"{x:.4g}" if isinstance(x, float) else str(x))
-    rows = [list(map(str, frame.columns)), ["---"] * frame.shape[1]] + text.values.tolist()
-    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
-
-
 def write_report(results, path="gpureco_report.html", *, activity=None, title="gpureco evaluation report", notes=()):
     """Write an evaluation report: summary tables and plots of per-user results.
 
@@ -173,7 +167,7 @@ def write_report(results, path="gpureco_report.html", *, activity=None, title="g
 def _markdown(title, notes, tables, images, missing, path):
     parts = [f"# {title}", *notes]
     for heading, frame, note in tables:
-        parts += [f"## {heading}"] + ([] if frame is None else [_markdown_table(frame)]) + ([note] if note else [])
+        parts += [f"## {heading}"] + ([] if frame is None else [to_markdown(frame)]) + ([note] if note else [])
     parts.append("## Plots")
     if missing:
         parts.append(missing)
