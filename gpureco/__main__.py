@@ -284,10 +284,10 @@ def _recometrics_parts(mode, split, ids):
 def cmd_compare(args):
     compare = _optional.function("compare")
     names = args.names.split(",") if args.names else [Path(p).stem for p in args.results]
-    if len(names) != len(args.results):
-        raise UsageError(f"'--names' must give one name per results file ({len(args.results)}); got {len(names)}.")
     if len(args.results) < 2:
         raise UsageError(f"compare needs at least two results files; got {len(args.results)}.")
+    if len(names) != len(args.results):
+        raise UsageError(f"'--names' must give one name per results file ({len(args.results)}); got {len(names)}.")
     frames = [_io.read_frame(path) for path in args.results]
     if all("user" in f.columns for f in frames):  # pair the users by id
         common = frames[0]["user"]

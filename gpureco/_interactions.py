@@ -48,7 +48,7 @@ def _values(frame, name, value):
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise RowError(f"'{name}' column {value!r} must hold finite numbers; row {row} has "
-                       f"{frame[value].iloc[row]!r}.", name, row)
+                       f"{frame[value].iloc[[row]].tolist()[0]!r}.", name, row)
     return values
 
 
@@ -92,7 +92,7 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
             if unknown.any():
                 row = int(np.flatnonzero(unknown)[0])
                 raise RowError(f"'{name}' has {int(unknown.sum())} {label} ids not in 'ids', the first "
-                               f"{frame[col].iloc[row]!r} at row {row}.", name, row)
+                               f"{frame[col].iloc[[row]].tolist()[0]!r} at row {row}.", name, row)
         X = sp.csr_array((_values(frame, name, value), (rows, cols)), shape=(len(ids.users), len(ids.items)))
         X.sum_duplicates()
         matrices.append(X)

@@ -34,7 +34,7 @@ class _Data:
                 row = int(np.flatnonzero(duplicated)[0])
                 raise RowError(f"'{name}' must hold each (user, item) pair once (a pair on both sides of a split "
                                f"could never be ranked); got {int(duplicated.sum())} repeated pairs, the first "
-                               f"({data[user].iloc[row]!r}, {data[item].iloc[row]!r}) at row {row}. Aggregate "
+                               f"({data[user].iloc[[row]].tolist()[0]!r}, {data[item].iloc[[row]].tolist()[0]!r}) at row {row}. Aggregate "
                                f"them first, e.g. frame.groupby([{user!r}, {item!r}], as_index=False).agg(...).",
                                name, row)
             self.frame = data
