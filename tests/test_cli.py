@@ -269,3 +269,23 @@ def test_demo_small(capsys, tmp_path, monkeypatch):
     assert code == 0 and (tmp_path / "d.md").is_file() and "NDCG@5" in out
     code, _, err = run(capsys, "demo", "--users", "300", "--items", "100", "--device", "tpu")
     assert code == 2 and "'device' must be one of" in err
+
+
+def test_progress_on_a_terminal_gives_the_same_results(files, capsys, monkeypatch, tmp_path):
+    d, expected = files
+    import gpureco.__main__ as cli
+    monkeypatch.setattr(cli, "PROGRESS_MIN_USERS", 1)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
+                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--out", tmp_path / "p.csv")
+    assert code == 0 and "evaluating: 100% of 120 users" in err and "evaluating: 5%" in err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["NDCG@5"], expected)
+
+
+def test_nan_users_reported_once(files, capsys, tmp_path):
+    d, _ = files
+    test = pd.read_csv(d / "test.csv")
+    test.assign(value=np.where(test["user"] < 5, -1.0, test["value"])).to_csv(tmp_path / "t.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--factors",
+                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5")
+    assert code == 0 and "rule 8: 5 users (no test item with a positive value" in err

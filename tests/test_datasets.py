@@ -68,3 +68,14 @@ def test_popularity_is_skewed(default):
 def test_errors_name_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_interactions(**{"n_users": 10, "n_items": 50, "mean_per_user": 8, **kwargs})
+
+
+def test_a_low_rank_model_beats_most_popular_at_the_default_size(default):
+    import gpureco
+    from gpureco._demo import most_popular, pure_svd
+    train, test = gpureco.split_last_per_user(default, fraction=0.2)
+    X_train, X_test, _ = gpureco.to_csr(train, test)
+    A, B = pure_svd(X_train, 16, 0)
+    svd = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, ndcg=True)["NDCG@10"].mean()
+    pop = gpureco.calc_reco_metrics(X_train, X_test, None, None, item_biases=most_popular(X_train), k=10)["NDCG@10"]
+    assert svd > pop.mean() + 0.02
