@@ -69,8 +69,10 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
 
     Returns
     -------
-    (X_1, ..., X_n, ids): one ``scipy.sparse.csr_array`` of shape ``(len(ids.users),
-    len(ids.items))`` per frame, duplicate (user, item) pairs summed, and the :class:`IdMap`.
+    tuple
+        ``(X_1, ..., X_n, ids)``: one ``scipy.sparse.csr_array`` per frame, of shape
+        (number of user ids, number of item ids), duplicate (user, item) pairs summed; and
+        the :class:`IdMap`.
     """
     if not frames:
         raise TypeError("to_csr needs at least one frame; got none.")
