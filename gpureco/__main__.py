@@ -219,7 +219,7 @@ def _cutoff(value, column):
 def cmd_split(args):
     from . import _split, _splitters
     data = _io.read_interactions(args.input)
-    suffix = args.format or _io._suffix(args.input)
+    suffix = args.format or _io.suffix_of(args.input)
     out = Path(args.out_dir)
     try:
         if args.method in ("leave-k-out", "last-n", "last-fraction", "time-cutoff", "k-fold"):

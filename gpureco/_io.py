@@ -19,7 +19,7 @@ class InputError(ValueError):
     """A file that cannot be used, with the file's name (and the row) in the message."""
 
 
-def _suffix(path):
+def suffix_of(path):
     name = str(path).lower()
     return next((s for s in FRAME_SUFFIXES + MATRIX_SUFFIXES + (".npy",) if name.endswith(s)), Path(path).suffix)
 
@@ -28,7 +28,7 @@ def where(path, row=None):
     """'file' or 'file, row N (line M)': M is the line of a CSV file, with its header on line 1."""
     if row is None:
         return str(path)
-    line = f" (line {row + 2})" if _suffix(path) == ".csv" else ""
+    line = f" (line {row + 2})" if suffix_of(path) == ".csv" else ""
     return f"{path}, row {row}{line}"
 
 
@@ -42,7 +42,7 @@ def _existing(path):
 def read_frame(path):
     """A DataFrame from a CSV or Parquet file (Parquet needs pyarrow)."""
     path = _existing(path)
-    suffix = _suffix(path)
+    suffix = suffix_of(path)
     try:
         if suffix == ".csv":
             return pd.read_csv(path)
@@ -57,7 +57,7 @@ def read_frame(path):
 def read_interactions(path):
     """A DataFrame (user, item[, value][, timestamp]) from CSV/Parquet, or a CSR matrix from .npz/.mtx."""
     path = _existing(path)
-    suffix = _suffix(path)
+    suffix = suffix_of(path)
     if suffix not in MATRIX_SUFFIXES:
         if suffix not in FRAME_SUFFIXES:
             raise InputError(f"{path}: expected interactions in a .csv, .parquet, .npz or .mtx file; "
@@ -80,8 +80,8 @@ def read_interactions(path):
 def read_array(path, ndim=None, what="array"):
     """A NumPy array from a .npy file, checked for its number of dimensions."""
     path = _existing(path)
-    if _suffix(path) != ".npy":
-        raise InputError(f"{path}: expected {what} in a .npy file; got {_suffix(path) or 'no suffix'}.")
+    if suffix_of(path) != ".npy":
+        raise InputError(f"{path}: expected {what} in a .npy file; got {suffix_of(path) or 'no suffix'}.")
     try:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as error:
@@ -95,7 +95,7 @@ def read_array(path, ndim=None, what="array"):
 
 def read_ids(path):
     """Ids, one per row of a factor or score matrix: a .npy vector, or the first column of a CSV/Parquet file."""
-    array = read_array(path, 1, "ids") if _suffix(path) == ".npy" else read_frame(path).iloc[:, 0].to_numpy()
+    array = read_array(path, 1, "ids") if suffix_of(path) == ".npy" else read_frame(path).iloc[:, 0].to_numpy()
     ids = pd.Index(array)
     if ids.has_duplicates:
         raise InputError(f"{where(path, int(np.flatnonzero(ids.duplicated())[0]))}: id {ids[ids.duplicated()][0]!r} "
@@ -106,7 +106,7 @@ def read_ids(path):
 def write_frame(frame, path):
     """Write a DataFrame as CSV or Parquet, by the path's suffix."""
     path = Path(path)
-    suffix = _suffix(path)
+    suffix = suffix_of(path)
     if suffix == ".csv":
         frame.to_csv(path, index=False)
     elif suffix in (".parquet", ".pq"):
@@ -121,7 +121,7 @@ def write_interactions(data, path):
     """A frame to CSV/Parquet, or a sparse matrix to .npz/.mtx, by the path's suffix."""
     if isinstance(data, pd.DataFrame):
         return write_frame(data, path)
-    suffix = _suffix(path)
+    suffix = suffix_of(path)
     if suffix == ".npz":
         sp.save_npz(path, sp.csr_matrix(data))
     elif suffix in (".mtx", ".mtx.gz"):
