@@ -21,6 +21,8 @@ from ._api import calc_reco_metrics
 from ._interactions import IdMap, RowError, from_csr, to_csr
 from ._metrics import METRICS, NAN_REASONS, column_name, parse_metrics
 from ._report import metric_columns, write_report
+from ._split import split_reco_train_test
+from ._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR,ROC_AUC,PR_AUC"
@@ -216,46 +218,47 @@ def _cutoff(value, column):
     return value
 
 
+def _split_parts(args, data):
+    """{sub-folder: {file name: frame or matrix}} of the split that args.method names."""
+    if args.method == "leave-k-out":
+        pairs = {"": split_leave_k_out(data, args.n, min_train=args.min_train, seed=args.seed)}
+    elif args.method == "last-n":
+        pairs = {"": split_last_per_user(data, args.n, min_train=args.min_train)}
+    elif args.method == "last-fraction":
+        pairs = {"": split_last_per_user(data, fraction=args.fraction, min_train=args.min_train)}
+    elif args.method == "time-cutoff":
+        cutoff = args.cutoff
+        if cutoff is not None and isinstance(data, pd.DataFrame) and "timestamp" in data:
+            cutoff = _cutoff(cutoff, data["timestamp"])
+        pairs = {"": split_time_cutoff(data, cutoff, fraction=args.fraction if cutoff is None else None)}
+    elif args.method == "k-fold":
+        folds = split_k_fold_users(data, args.folds, items_test_fraction=args.fraction, min_train=args.min_train,
+                                   seed=args.seed)
+        pairs = {f"fold{i + 1}": fold for i, fold in enumerate(folds)}
+    else:  # recometrics' modes work on a matrix: frames go through the id mapping and back
+        X, ids = (data, None) if not isinstance(data, pd.DataFrame) else to_csr(data)
+        mode = args.method.removeprefix("recometrics-")
+        split = split_reco_train_test(X, mode, users_test_fraction=args.users_fraction,
+                                      items_test_fraction=args.fraction, seed=args.seed)
+        return {"": _recometrics_parts(mode, split, ids)}
+    return {folder: dict(zip(("train", "test"), pair)) for folder, pair in pairs.items()}
+
+
 def cmd_split(args):
-    from . import _split, _splitters
     data = _io.read_interactions(args.input)
     suffix = args.format or _io.suffix_of(args.input)
-    out = Path(args.out_dir)
+    if suffix in _io.MATRIX_SUFFIXES and isinstance(data, pd.DataFrame):
+        raise UsageError(f"'--format' {suffix} holds a matrix; a split of a frame gives frames: use .csv or .parquet.")
     try:
-        if args.method in ("leave-k-out", "last-n", "last-fraction", "time-cutoff", "k-fold"):
-            if args.method == "leave-k-out":
-                parts = {"": _splitters.split_leave_k_out(data, args.n, min_train=args.min_train, seed=args.seed)}
-            elif args.method == "last-n":
-                parts = {"": _splitters.split_last_per_user(data, args.n, min_train=args.min_train)}
-            elif args.method == "last-fraction":
-                parts = {"": _splitters.split_last_per_user(data, fraction=args.fraction, min_train=args.min_train)}
-            elif args.method == "time-cutoff":
-                cutoff = None if args.cutoff is None else _cutoff(args.cutoff, data["timestamp"]) \
-                    if isinstance(data, pd.DataFrame) and "timestamp" in data else args.cutoff
-                fraction = args.fraction if args.cutoff is None else None
-                parts = {"": _splitters.split_time_cutoff(data, cutoff, fraction=fraction)}
-            else:
-                folds = _splitters.split_k_fold_users(data, args.folds, items_test_fraction=args.fraction,
-                                                      min_train=args.min_train, seed=args.seed)
-                parts = {f"fold{i + 1}": fold for i, fold in enumerate(folds)}
-            parts = {folder: dict(zip(("train", "test"), pair)) for folder, pair in parts.items()}
-        else:  # recometrics' modes work on a matrix: frames go through the id mapping and back
-            X, ids = (data, None) if not isinstance(data, pd.DataFrame) else to_csr(data)
-            mode = args.method.removeprefix("recometrics-")
-            split = _split.split_reco_train_test(X, mode, users_test_fraction=args.users_fraction,
-                                                 items_test_fraction=args.fraction, min_pos_test=1,
-                                                 seed=args.seed)
-            parts = {"": _recometrics_parts(mode, split, ids)}
+        parts = _split_parts(args, data)
     except RowError as error:
         raise _io.InputError(f"{_io.where(args.input, error.row)}: {error}") from None
     for folder, files in parts.items():
-        (out / folder).mkdir(parents=True, exist_ok=True)
+        (Path(args.out_dir) / folder).mkdir(parents=True, exist_ok=True)
         for name, part in files.items():
-            if isinstance(part, pd.DataFrame) and suffix in _io.MATRIX_SUFFIXES:
-                raise UsageError(f"'--format' {suffix} holds a matrix; this split gives frames: use .csv or .parquet.")
-            if not isinstance(part, pd.DataFrame) and suffix in _io.FRAME_SUFFIXES:
+            if suffix in _io.FRAME_SUFFIXES and not isinstance(part, pd.DataFrame):
                 part = from_csr(part)
-            path = _io.write_interactions(part, out / folder / f"{name}{suffix}")
+            path = _io.write_interactions(part, Path(args.out_dir) / folder / f"{name}{suffix}")
             _say(args, f"{path}: {part.nnz if hasattr(part, 'nnz') else len(part):,} interactions")
     return OK
 

@@ -217,7 +217,7 @@ def test_split_matrix_and_parquet_outputs(files, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--method", "last-n"], "a sparse matrix holds no time"),
-    (["--method", "leave-k-out", "--format", ".npz"], "this split gives frames"),
+    (["--method", "leave-k-out", "--format", ".npz"], "a split of a frame gives frames"),
     (["--method", "time-cutoff", "--cutoff", "soon"], "'--cutoff' must be a number"),
     (["--method", "k-fold", "--folds", "1"], "'n_folds' must be an int"),
 ])
