@@ -4,6 +4,7 @@ See docs/metrics.md for the definition of every metric, the tie rule and the NaN
 """
 from . import datasets
 from ._api import calc_reco_metrics
+from ._beyond import beyond_accuracy
 from ._interactions import IdMap, from_csr, to_csr
 from ._lists import evaluate_lists
 from ._metrics import NAN_REASONS
@@ -12,7 +13,7 @@ from ._split import split_reco_train_test
 from ._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ._stats import compare, summarize, to_markdown
 
-__all__ = ["calc_reco_metrics", "split_reco_train_test", "NAN_REASONS", "evaluate_lists", "summarize", "compare",
-           "to_markdown", "datasets", "to_csr", "from_csr", "IdMap", "split_leave_k_out", "split_last_per_user",
-           "split_time_cutoff", "split_k_fold_users", "write_report"]
+__all__ = ["calc_reco_metrics", "split_reco_train_test", "NAN_REASONS", "evaluate_lists", "beyond_accuracy",
+           "summarize", "compare", "to_markdown", "datasets", "to_csr", "from_csr", "IdMap", "split_leave_k_out",
+           "split_last_per_user", "split_time_cutoff", "split_k_fold_users", "write_report"]
 __version__ = "0.1.0"

@@ -103,7 +103,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):]
     rec_key = list_id * n_codes + rec_item
     _check_unique(rec_key, recs, "recs", keys)
-    rank = _ranks(recs, by, list_id, rec_item)
+    rank = _ranks(recs, by, list_id, rec_item, keys)
 
     # the evaluated lists: (run, user) pairs with truth, and with include_missing the truth users without a list
     first = np.unique(list_id, return_index=True)[1]
@@ -181,10 +181,14 @@ def _check_unique(key, frame, name, keys):
     order = np.argsort(key, kind="stable")
     repeated = np.flatnonzero(np.diff(key[order]) == 0)
     if repeated.size:
-        row = frame.iloc[int(order[repeated[0] + 1])]
-        where = ", ".join(f"{c} {row[c]!r}" for c in keys)
+        row = frame[keys + ["item"]].iloc[int(order[repeated[0] + 1])]
         raise ValueError(f"'{name}' has {repeated.size} duplicate ({', '.join(keys)}, item) rows, for example "
-                         f"{where}, item {row['item']!r}; an item can appear once per list.")
+                         f"{_describe(row, keys + ['item'])}; an item can appear once per list.")
+
+
+def _describe(row, columns):
+    """'user 1, item 10': a row's values, as Python scalars."""
+    return ", ".join(f"{c} {row[c].item() if isinstance(row[c], np.generic) else row[c]!r}" for c in columns)
 
 
 def _numeric(frame, column, name):
@@ -198,7 +202,7 @@ def _numeric(frame, column, name):
     return values
 
 
-def _ranks(recs, by, list_id, item):
+def _ranks(recs, by, list_id, item, keys):
     """Each row's position in its list: the given rank (checked to be 1..n), or by descending score."""
     values = _numeric(recs, by, "recs")
     order = np.lexsort((values, list_id)) if by == "rank" else np.lexsort((item, -values, list_id))
@@ -210,10 +214,10 @@ def _ranks(recs, by, list_id, item):
     if by == "rank":
         bad = np.flatnonzero(values != rank)
         if bad.size:
-            user = recs["user"].iloc[int(bad[0])]
             given = np.sort(values[list_id == list_id[bad[0]]])
             shown = ", ".join(f"{r:g}" for r in given[:10]) + (", ..." if given.size > 10 else "")
-            raise ValueError(f"'recs' ranks must be 1, 2, ..., n within each list; the list of user {user!r} has "
+            where = _describe(recs[keys].iloc[int(bad[0])], keys)
+            raise ValueError(f"'recs' ranks must be 1, 2, ..., n within each list; the list of {where} has "
                              f"ranks [{shown}] ({int(np.unique(list_id[bad]).size)} lists are wrong).")
     return rank
 
