@@ -176,7 +176,7 @@ def cmd_evaluate(args):
         per_user = evaluate(scores[users], X_test[users], X_train[users], metrics=_column_names(selection),
                             device=args.device)
     per_user.insert(0, "user", ids.users[users])
-    return _finish(args, per_user)
+    return _finish(args, per_user, activity=np.diff(X_train.indptr)[users])
 
 
 def _column_names(selection):
@@ -195,14 +195,15 @@ def _evaluate_lists(args, selection):
     return _finish(args, per_user.reset_index())
 
 
-def _finish(args, per_user):
+def _finish(args, per_user, activity=None):
     metrics = per_user.drop(columns=[c for c in ("user",) if c in per_user.columns])
     _print_summary(args, {args.name: metrics})
     if args.out:
         _io.write_frame(per_user, args.out)
         _say(args, f"per-user results written to {Path(args.out).resolve()}")
     if args.report:
-        path = write_report({args.name: metrics}, args.report, title=f"gpureco evaluation: {args.name}")
+        path = write_report({args.name: metrics}, args.report, activity=activity,
+                            title=f"gpureco evaluation: {args.name}")
         _say(args, f"report written to {path.resolve()}")
     return OK
 

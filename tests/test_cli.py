@@ -77,7 +77,8 @@ def test_evaluate_named_ids_parquet_out_and_report(files, capsys, tmp_path):
     per_user = pd.read_parquet(tmp_path / "p.parquet")
     assert per_user["user"].iloc[0] == "u0"
     np.testing.assert_allclose(per_user["NDCG@5"], expected)
-    assert "<h2>Summary</h2>" in (tmp_path / "r.html").read_text()
+    report = (tmp_path / "r.html").read_text()
+    assert "<h2>Summary</h2>" in report and "Each metric by user activity" in report
 
 
 def test_evaluate_top_k_lists(files, capsys, tmp_path):
