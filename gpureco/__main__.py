@@ -79,6 +79,10 @@ def cmd_demo(args):
     _print_summary(args, headline)
     if path is not None:
         _say(args, f"report written to {path.resolve()}")
+        try:
+            _optional.package("matplotlib", "plot")
+        except _optional.Unavailable as missing:
+            _note(args, f"the report has no plots: {missing}")
     _say(args, f"demo done in {time.perf_counter() - started:.1f} s")
     return OK
 
