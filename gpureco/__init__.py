@@ -2,15 +2,21 @@
 
 See docs/metrics.md for the definition of every metric, the tie rule and the NaN rules.
 """
+from . import datasets
 from ._api import calc_reco_metrics, top_k
 from ._backend import gpu_available
 from ._beyond import beyond_accuracy
 from ._evaluate import evaluate
+from ._interactions import IdMap, from_csr, to_csr
 from ._lists import evaluate_lists
 from ._metrics import NAN_REASONS
+from ._report import write_report
 from ._split import split_reco_train_test
+from ._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ._stats import compare, summarize, to_markdown
 
-__all__ = ["calc_reco_metrics", "evaluate", "top_k", "split_reco_train_test", "gpu_available", "NAN_REASONS", "evaluate_lists",
-           "beyond_accuracy", "summarize", "compare", "to_markdown"]
+__all__ = ["calc_reco_metrics", "evaluate", "top_k", "evaluate_lists", "beyond_accuracy", "summarize", "compare",
+           "to_markdown", "gpu_available", "NAN_REASONS", "split_reco_train_test", "split_leave_k_out",
+           "split_last_per_user", "split_time_cutoff", "split_k_fold_users", "datasets", "to_csr", "from_csr",
+           "IdMap", "write_report"]
 __version__ = "0.1.0"

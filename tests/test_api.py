@@ -149,7 +149,7 @@ def test_docstring_example():
 
 def test_demo_runs(capsys):
     from gpureco.__main__ import main
-    main(["demo", "--users", "400", "--items", "150", "-k", "5"])
+    assert main(["demo", "--users", "400", "--items", "150", "-k", "5", "--no-report"]) == 0
     out = capsys.readouterr().out
     assert "PureSVD" in out and "NDCG@5" in out
 

@@ -1,0 +1,113 @@
+"""Interaction frames (user, item[, value][, timestamp]) to sparse matrices and back, with the id mapping."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+
+class IdMap(NamedTuple):
+    """Row and column labels of matrices built by :func:`to_csr`: ``users[row]`` is the id of that row."""
+    users: pd.Index
+    items: pd.Index
+
+
+class RowError(ValueError):
+    """An input error located at a row of a frame (0-based position), so that callers can name the line."""
+
+    def __init__(self, message, frame, row):
+        super().__init__(message)
+        self.frame, self.row = frame, row
+
+
+def check_columns(frame, name, required, optional=()):
+    """`frame` must be a DataFrame holding the `required` columns."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"'{name}' must be a pandas DataFrame with columns {', '.join(required)}; "
+                        f"got {type(frame).__name__}.")
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise ValueError(f"'{name}' must have the column(s) {', '.join(map(repr, missing))} "
+                         f"(expected {', '.join(required + tuple(optional))}); got columns {list(frame.columns)}.")
+
+
+def _check_ids(column, name, label):
+    missing = column.isna().to_numpy()
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        raise RowError(f"'{name}' has {int(missing.sum())} missing {label} ids, the first at row {row}.", name, row)
+
+
+def _values(frame, name, value):
+    if value is None or value not in frame.columns:
+        return np.ones(len(frame))
+    values = pd.to_numeric(frame[value], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise RowError(f"'{name}' column {value!r} must hold finite numbers; row {row} has "
+                       f"{frame[value].iloc[[row]].tolist()[0]!r}.", name, row)
+    return values
+
+
+def to_csr(*frames, ids=None, user="user", item="item", value="value"):
+    """Sparse matrices from interaction frames, with one id mapping shared by all of them.
+
+    Parameters
+    ----------
+    *frames : DataFrame
+        Each with columns ``user`` and ``item`` (any hashable id type) and optionally ``value``
+        (the interaction's strength; 1 when the column is absent). Typically ``train, test``.
+    ids : IdMap, default=None
+        Use this mapping (rows and columns stay where they were, for instance the rows of a
+        factor matrix); an id outside it is an error. By default the mapping is the sorted
+        union of the ids in all the frames.
+    user, item, value : str
+        Column names.
+
+    Returns
+    -------
+    tuple
+        ``(X_1, ..., X_n, ids)``: one ``scipy.sparse.csr_array`` per frame, of shape
+        (number of user ids, number of item ids), duplicate (user, item) pairs summed; and
+        the :class:`IdMap`.
+    """
+    if not frames:
+        raise TypeError("to_csr needs at least one frame; got none.")
+    names = [f"frames[{i}]" for i in range(len(frames))]
+    for frame, name in zip(frames, names):
+        check_columns(frame, name, (user, item), (value,))
+        _check_ids(frame[user], name, "user")
+        _check_ids(frame[item], name, "item")
+    if ids is None:
+        ids = IdMap(*(pd.Index(pd.unique(pd.concat([f[col] for f in frames], ignore_index=True))).sort_values()
+                      for col in (user, item)))
+    elif not isinstance(ids, IdMap):
+        raise TypeError(f"'ids' must be a gpureco.IdMap (as returned by to_csr); got {type(ids).__name__}.")
+    matrices = []
+    for frame, name in zip(frames, names):
+        rows, cols = ids.users.get_indexer(frame[user]), ids.items.get_indexer(frame[item])
+        for codes, col, label in ((rows, user, "user"), (cols, item, "item")):
+            unknown = codes < 0
+            if unknown.any():
+                row = int(np.flatnonzero(unknown)[0])
+                raise RowError(f"'{name}' has {int(unknown.sum())} {label} ids not in 'ids', the first "
+                               f"{frame[col].iloc[[row]].tolist()[0]!r} at row {row}.", name, row)
+        X = sp.csr_array((_values(frame, name, value), (rows, cols)), shape=(len(ids.users), len(ids.items)))
+        X.sum_duplicates()
+        matrices.append(X)
+    return (*matrices, ids)
+
+
+def from_csr(X, ids=None, *, user="user", item="item", value="value"):
+    """The interaction frame of a sparse matrix (one row per stored entry, by row then column),
+    with the ids of ``ids`` (an :class:`IdMap`) or the row and column numbers."""
+    X = sp.csr_array(X)
+    X.sort_indices()
+    rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+    cols = X.indices.astype(np.int64)
+    if ids is not None:
+        rows, cols = ids.users[rows], ids.items[cols]
+    return pd.DataFrame({user: rows, item: cols, value: X.data.astype(np.float64)})

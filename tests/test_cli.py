@@ -1,0 +1,292 @@
+"""The command line end to end on small files: every command, every input format, the error paths."""
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import gpureco
+from gpureco import _optional
+from gpureco.__main__ import main
+from gpureco._demo import pure_svd
+
+pytest.importorskip("pyarrow")  # the test extra installs it; Parquet is optional for users
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Train/test interactions in every format, factors, scores and top-K lists of one small model."""
+    d = tmp_path_factory.mktemp("cli")
+    data = gpureco.datasets.make_interactions(120, 60, 10, seed=3)
+    data.to_csv(d / "all.csv", index=False)
+    train, test = gpureco.split_leave_k_out(data, k=2, seed=1)
+    ids = gpureco.IdMap(pd.RangeIndex(120), pd.RangeIndex(60))
+    X_train, X_test, _ = gpureco.to_csr(train, test, ids=ids)
+    for name, frame, X in (("train", train, X_train), ("test", test, X_test)):
+        frame.to_csv(d / f"{name}.csv", index=False)
+        frame.to_parquet(d / f"{name}.parquet", index=False)
+        sp.save_npz(d / f"{name}.npz", sp.csr_matrix(X))
+        scipy.io.mmwrite(d / f"{name}.mtx", sp.coo_matrix(X))
+        # string ids: the model's rows are named by the id files
+        frame.assign(user="u" + frame["user"].astype(str), item="i" + frame["item"].astype(str)).to_csv(
+            d / f"{name}_named.csv", index=False)
+    pd.DataFrame({"id": "u" + pd.Series(range(120)).astype(str)}).to_csv(d / "user_ids.csv", index=False)
+    pd.DataFrame({"id": "i" + pd.Series(range(60)).astype(str)}).to_csv(d / "item_ids.csv", index=False)
+    A, B = pure_svd(X_train, 6, 0)
+    np.save(d / "A.npy", A)
+    np.save(d / "B.npy", B)
+    np.save(d / "scores.npy", A @ B.T)
+    scores = A @ B.T - 1e9 * X_train.toarray()
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    pd.DataFrame({"user": np.repeat(np.arange(120), 10), "item": top.ravel(),
+                  "rank": np.tile(np.arange(1, 11), 120)}).to_csv(d / "recs.csv", index=False)
+    expected = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=5, ndcg=True, average_precision=False,
+                                         precision=False)["NDCG@5"].to_numpy()
+    return d, expected
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".npz", ".mtx"])
+def test_evaluate_factors_every_input_format(suffix, files, capsys, tmp_path):
+    d, expected = files
+    out = tmp_path / "per_user.csv"
+    code, text, _ = run(capsys, "evaluate", "--train", d / f"train{suffix}", "--test", d / f"test{suffix}",
+                        "--factors", d / "A.npy", d / "B.npy", "--metrics", "NDCG@5,P", "-k", "3,5", "--out", out)
+    assert code == 0
+    per_user = pd.read_csv(out)
+    assert list(per_user.columns) == ["user", "NDCG@5", "P@3", "P@5"]
+    np.testing.assert_allclose(per_user["NDCG@5"], expected)  # every user has test items here
+    assert "NDCG@5" in text and "ci_low" in text and "per-user results written to" in text
+
+
+def test_evaluate_named_ids_parquet_out_and_report(files, capsys, tmp_path):
+    d, expected = files
+    code, text, _ = run(capsys, "evaluate", "--train", d / "train_named.csv", "--test", d / "test_named.csv",
+                        "--factors", d / "A.npy", d / "B.npy", "--user-ids", d / "user_ids.csv",
+                        "--item-ids", d / "item_ids.csv", "--metrics", "NDCG@5", "--out", tmp_path / "p.parquet",
+                        "--report", tmp_path / "r.html", "--name", "svd")
+    assert code == 0
+    per_user = pd.read_parquet(tmp_path / "p.parquet")
+    assert per_user["user"].iloc[0] == "u0"
+    np.testing.assert_allclose(per_user["NDCG@5"], expected)
+    report = (tmp_path / "r.html").read_text()
+    assert "<h2>Summary</h2>" in report and "Each metric by user activity" in report
+
+
+def test_evaluate_top_k_lists(files, capsys, tmp_path):
+    d, expected = files
+    code, _, _ = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--recs", d / "recs.csv",
+                     "--metrics", "NDCG@5", "--out", tmp_path / "lists.csv", "-q")
+    assert code == 0
+    per_user = pd.read_csv(tmp_path / "lists.csv")
+    np.testing.assert_allclose(per_user["NDCG@5"], expected)  # the lists are the factor model's rankings
+
+
+def test_evaluate_scores_waits_for_gpureco_evaluate(files, capsys, monkeypatch):
+    d, _ = files
+    argv = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--scores", d / "scores.npy"]
+    if hasattr(gpureco, "evaluate"):
+        code, _, _ = run(capsys, *argv, "-q")
+        assert code == 0
+        monkeypatch.delattr(gpureco, "evaluate")
+    code, _, err = run(capsys, *argv)
+    assert code == 3 and "gpureco.evaluate is not available in this version" in err
+
+
+def test_quiet_prints_nothing(files, capsys):
+    d, _ = files
+    code, out, err = run(capsys, "evaluate", "--train", d / "train.npz", "--test", d / "test.npz",
+                         "--factors", d / "A.npy", d / "B.npy", "--quiet")
+    assert code == 0 and out == "" and err == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--test", "{d}/missing.csv"], "missing.csv: no such file"),
+    (["--test", "{d}/A.npy"], "expected interactions in a .csv, .parquet, .npz or .mtx file"),
+    (["--test", "{d}/test.npz"], "must both be frames (CSV/Parquet) or both be matrices"),
+    (["--metrics", "FOO@3"], "Unknown metric 'FOO@3'"),
+    (["-k", "five"], "'-k' must be a cut-off"),
+    (["--test", "{d}/bad_row.csv"], "bad_row.csv, row 2 (line 4): 'frames[0]' has 1 item ids not in 'ids', the first 999"),
+    (["--test", "{d}/no_item.csv"], "no_item.csv: the columns item are missing"),
+    (["--test", "{d}/nan_value.csv"], "nan_value.csv, row 1 (line 3)"),
+    (["--factors", "{d}/A.npy", "{d}/B3.npy"], "'A' and 'B' must have the same number of factors"),
+    (["--factors", "{d}/A.npy", "{d}/ids.npy"], "expected item factors with 2 dimension(s)"),
+    (["--user-ids", "{d}/dup_ids.csv"], "dup_ids.csv, row 1 (line 3): id 'a' appears twice"),
+    (["--recs", "{d}/recs.csv"], "give exactly one model"),
+    (["--out", "{d}/out.txt"], "out.txt: the output must be a .csv or .parquet file"),
+])
+def test_evaluate_errors_exit_2_and_name_the_file_and_row(args, message, files, capsys):
+    d, _ = files
+    pd.DataFrame({"user": [0, 1, 2], "item": [1, 2, 999]}).to_csv(d / "bad_row.csv", index=False)
+    pd.DataFrame({"user": [0, 1]}).to_csv(d / "no_item.csv", index=False)
+    pd.DataFrame({"user": [0, 1], "item": [1, 2], "value": [1.0, "x"]}).to_csv(d / "nan_value.csv", index=False)
+    pd.DataFrame({"id": ["a", "a"]}).to_csv(d / "dup_ids.csv", index=False)
+    np.save(d / "ids.npy", np.arange(60))
+    np.save(d / "B3.npy", np.ones((60, 3)))
+    base = {"--train": [f"{d}/train.csv"], "--test": [f"{d}/test.csv"], "--factors": [f"{d}/A.npy", f"{d}/B.npy"]}
+    given = {}
+    flag = None
+    for a in args:
+        if a.startswith("-"):
+            flag = a
+            given[flag] = []
+        else:
+            given[flag].append(a.format(d=d))
+    argv = ["evaluate"] + [x for flag, values in {**base, **given}.items() for x in [flag, *values]]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--test", "x.csv"])  # --train missing
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["nonsense"])
+    assert exit_info.value.code == 2
+
+
+def test_entry_point_exit_code_in_a_real_process(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gpureco", "split", str(tmp_path / "none.csv"), "--method",
+                             "last-n", "--out-dir", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2 and "none.csv: no such file" in result.stderr
+
+
+def test_missing_pyarrow_is_exit_3_with_the_install_command(files, capsys, monkeypatch):
+    d, _ = files
+    real = _optional.importlib.import_module
+
+    def without_pyarrow(name, *a):
+        if name == "pyarrow":
+            raise ImportError(name)
+        return real(name, *a)
+
+    monkeypatch.setattr(_optional.importlib, "import_module", without_pyarrow)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.parquet", "--test", d / "test.parquet",
+                       "--factors", d / "A.npy", d / "B.npy")
+    assert code == 3 and "pip install 'gpureco[parquet]'" in err
+    code, _, _ = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv",
+                     "--factors", d / "A.npy", d / "B.npy", "-q")
+    assert code == 0  # CSV needs no optional package
+
+
+@pytest.mark.parametrize("method, extra, folders, names", [
+    ("leave-k-out", ["-n", "2"], [""], ["train", "test"]),
+    ("last-n", [], [""], ["train", "test"]),
+    ("last-fraction", ["--fraction", "0.3"], [""], ["train", "test"]),
+    ("time-cutoff", ["--fraction", "0.25"], [""], ["train", "test"]),
+    ("time-cutoff", ["--cutoff", "1710000000"], [""], ["train", "test"]),
+    ("k-fold", ["--folds", "3"], ["fold1", "fold2", "fold3"], ["train", "test"]),
+    ("recometrics-all", [], [""], ["train", "test"]),
+    ("recometrics-separated", ["--users-fraction", "0.5"], [""], ["train", "test", "rest"]),
+    ("recometrics-joined", ["--users-fraction", "0.5"], [""], ["train", "test"]),
+])
+def test_split_every_method(method, extra, folders, names, files, capsys, tmp_path):
+    d, _ = files
+    code, out, _ = run(capsys, "split", d / "all.csv", "--method", method, "--out-dir", tmp_path, *extra)
+    assert code == 0
+    data = pd.read_csv(d / "all.csv")
+    for folder in folders:
+        parts = {name: pd.read_csv(tmp_path / folder / f"{name}.csv") for name in names}
+        together = pd.concat(parts.values())
+        assert len(together) == len(data)  # every interaction once
+        assert not together.duplicated(["user", "item"]).any()
+        assert len(parts["test"]) > 0
+    assert "interactions" in out
+
+
+def test_split_matrix_and_parquet_outputs(files, capsys, tmp_path):
+    d, _ = files
+    code, _, _ = run(capsys, "split", d / "train.npz", "--method", "leave-k-out", "--out-dir", tmp_path / "m", "-q")
+    assert code == 0
+    X = sp.load_npz(d / "train.npz")
+    parts = [sp.load_npz(tmp_path / "m" / f"{n}.npz") for n in ("train", "test")]
+    assert (parts[0] + parts[1] != X).nnz == 0 and parts[1].nnz > 0
+    code, _, _ = run(capsys, "split", d / "all.csv", "--method", "last-n", "--out-dir", tmp_path / "p",
+                     "--format", ".parquet", "-q")
+    assert code == 0 and len(pd.read_parquet(tmp_path / "p" / "test.parquet")) == 120
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "last-n"], "a sparse matrix holds no time"),
+    (["--method", "leave-k-out", "--format", ".npz"], "a split of a frame gives frames"),
+    (["--method", "time-cutoff", "--cutoff", "soon"], "'--cutoff' must be a number"),
+    (["--method", "k-fold", "--folds", "1"], "'n_folds' must be an int"),
+])
+def test_split_errors(argv, message, files, capsys, tmp_path):
+    d, _ = files
+    source = d / ("train.npz" if "no time" in message else "all.csv")
+    code, _, err = run(capsys, "split", source, "--out-dir", tmp_path, *argv)
+    assert code == 2 and message in err
+
+
+def test_compare(files, capsys, tmp_path):
+    d, _ = files
+    for name, factors in (("svd", ["A.npy", "B.npy"]), ("flat", ["A.npy", "B.npy"])):
+        A = np.load(d / "A.npy")
+        if name == "flat":
+            np.save(tmp_path / "A0.npy", np.zeros_like(A) + 1.0)
+            factors = [tmp_path / "A0.npy", d / "B.npy"]
+        else:
+            factors = [d / f for f in factors]
+        assert run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", *factors,
+                   "--metrics", "NDCG,P", "-k", "5", "--out", tmp_path / f"{name}.csv", "-q")[0] == 0
+    code, out, _ = run(capsys, "compare", tmp_path / "svd.csv", tmp_path / "flat.csv", "--out", tmp_path / "cmp.csv",
+                       "--report", tmp_path / "cmp.md")
+    assert code == 0 and "NDCG@5" in out
+    table = pd.read_csv(tmp_path / "cmp.csv")
+    assert set(table["metric"]) == {"NDCG@5", "P@5"} and list(table["model_a"].unique()) == ["svd"]
+    assert "## Paired comparison" in (tmp_path / "cmp.md").read_text()
+    code, _, err = run(capsys, "compare", tmp_path / "svd.csv", "--names", "a,b")
+    assert code == 2 and "at least two results files" in err
+    code, _, err = run(capsys, "compare", tmp_path / "svd.csv", tmp_path / "flat.csv", "--names", "a")
+    assert code == 2 and "one name per results file" in err
+
+
+def test_compare_unavailable_is_exit_3(files, capsys, monkeypatch, tmp_path):
+    monkeypatch.delattr(gpureco, "compare")
+    code, _, err = run(capsys, "compare", tmp_path / "a.csv", tmp_path / "b.csv")
+    assert code == 3 and "gpureco.compare is not available" in err
+
+
+def test_demo_small(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "demo", "--users", "400", "--items", "150")
+    assert code == 0
+    assert (tmp_path / "gpureco_demo_report.html").is_file()
+    assert f"report written to {tmp_path / 'gpureco_demo_report.html'}" in out
+    for text in ("PureSVD", "most popular", "ci_low", "Paired comparison", "NDCG@10", "ROC_AUC"):
+        assert text in out
+    code, out, _ = run(capsys, "demo", "--users", "300", "--items", "100", "--report", tmp_path / "d.md", "-k", "5")
+    assert code == 0 and (tmp_path / "d.md").is_file() and "NDCG@5" in out
+    code, _, err = run(capsys, "demo", "--users", "300", "--items", "100", "--device", "tpu")
+    assert code == 2 and "'device' must be one of" in err
+
+
+def test_progress_on_a_terminal_gives_the_same_results(files, capsys, monkeypatch, tmp_path):
+    d, expected = files
+    import gpureco.__main__ as cli
+    monkeypatch.setattr(cli, "PROGRESS_MIN_USERS", 1)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
+                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--out", tmp_path / "p.csv")
+    assert code == 0 and "evaluating: 100% of 120 users" in err and "evaluating: 5%" in err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["NDCG@5"], expected)
+
+
+def test_nan_users_reported_once(files, capsys, tmp_path):
+    d, _ = files
+    test = pd.read_csv(d / "test.csv")
+    test.assign(value=np.where(test["user"] < 5, -1.0, test["value"])).to_csv(tmp_path / "t.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--factors",
+                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5")
+    assert code == 0 and "rule 8: 5 users (no test item with a positive value" in err

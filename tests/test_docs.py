@@ -1,0 +1,34 @@
+"""The documentation site builds with warnings as errors (as CI runs it), and a warning does fail it."""
+import shutil
+from pathlib import Path
+
+import pytest
+from sphinx.cmd.build import build_main
+
+# Sphinx and MyST announce their own API deprecations to Python's warnings; the build's warnings are -W's business
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")]
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def build(source, out):
+    return build_main(["-W", "--keep-going", "-q", "-E", "-b", "html", str(source), str(out)])
+
+
+def test_docs_build_with_warnings_as_errors(tmp_path):
+    assert build(DOCS, tmp_path / "html") == 0
+    api = (tmp_path / "html" / "api.html").read_text()
+    for name in ("calc_reco_metrics", "split_leave_k_out", "make_interactions", "write_report", "summarize"):
+        assert f"gpureco.{name}" in api or f"gpureco.datasets.{name}" in api
+    assert 'id="when-metrics-are-nan"' in (tmp_path / "html" / "metrics.html").read_text()
+    assert "Exit codes" in (tmp_path / "html" / "cli.html").read_text()
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    source = tmp_path / "docs"
+    shutil.copytree(DOCS, source, ignore=shutil.ignore_patterns("_build"))
+    (source / "broken.md").write_text("# Broken\n\nSee [nowhere](missing-page.md).\n")
+    index = source / "index.md"
+    index.write_text(index.read_text().replace("benchmarks\n```", "benchmarks\nbroken\n```"))
+    assert build(source, tmp_path / "html") != 0
