@@ -164,10 +164,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     nthreads = v.resolve_nthreads(nthreads)
     seed = v.check_seed(seed)
     check_gain(gain, X_test)
-    if batch_size is not None:
-        batch_size = v.check_int(batch_size, "batch_size", low=1)
-    if max_memory is not None:
-        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     if output is not None:
         v.check_choice(output, "output", ("cupy",))
     if output == "cupy" and backend[0] != "gpu":
@@ -291,10 +288,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
                              f"{users.dtype} values of shape {users.shape}.")
         users = users.astype(np.int64)
     seed = v.check_seed(seed)
-    if batch_size is not None:
-        batch_size = v.check_int(batch_size, "batch_size", low=1)
-    if max_memory is not None:
-        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = _backend.resolve_device(device)
     if output is not None:
         v.check_choice(output, "output", ("cupy",))

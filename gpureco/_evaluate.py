@@ -69,10 +69,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
     nthreads = v.resolve_nthreads(nthreads)
     seed = v.check_seed(seed)
-    if batch_size is not None:
-        batch_size = v.check_int(batch_size, "batch_size", low=1)
-    if max_memory is not None:
-        max_memory = v.check_int(max_memory, "max_memory", low=1)
+    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = _backend.resolve_device(device)
     if output == "cupy" and backend[0] != "gpu":
         raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")

@@ -32,6 +32,12 @@ def check_choice(value, name, choices):
     return value
 
 
+def check_sizes(batch_size, max_memory):
+    """batch_size and max_memory: None, or integers >= 1."""
+    return tuple(None if value is None else check_int(value, name, low=1)
+                 for value, name in ((batch_size, "batch_size"), (max_memory, "max_memory")))
+
+
 def check_seed(seed):
     if isinstance(seed, np.random.Generator):
         return int(seed.integers(np.iinfo(np.int32).max))

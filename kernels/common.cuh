@@ -111,3 +111,21 @@ GR_HD int64_t gr_lower_bound(const int32_t* sorted, int64_t n, int64_t value) {
     }
     return lo;
 }
+
+#ifdef __CUDACC__
+// Fold each thread's pool minimum, maximum and non-finite flag into a user's totals (order
+// keys, so that atomicMin/atomicMax order doubles); every thread of the block must call it.
+__device__ __forceinline__ void gr_fold_pool_stats(double mn, double mx, int bad, uint64_t* pool_min,
+                                                   uint64_t* pool_max, int32_t* nonfinite) {
+    for (int off = 16; off > 0; off >>= 1) {
+        mn = fmin(mn, __shfl_down_sync(0xFFFFFFFFu, mn, off));
+        mx = fmax(mx, __shfl_down_sync(0xFFFFFFFFu, mx, off));
+        bad |= __shfl_down_sync(0xFFFFFFFFu, bad, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicMin((unsigned long long*)pool_min, (unsigned long long)gr_order_key(mn));
+        atomicMax((unsigned long long*)pool_max, (unsigned long long)gr_order_key(mx));
+        if (bad) atomicOr(nonfinite, 1);
+    }
+}
+#endif

@@ -35,16 +35,7 @@ __device__ void pool_stats(const int64_t* __restrict__ users, int64_t n_items, c
         mx = fmax(mx, s);
         bad |= !isfinite(s);
     }
-    for (int off = 16; off > 0; off >>= 1) {
-        mn = fmin(mn, __shfl_down_sync(0xFFFFFFFFu, mn, off));
-        mx = fmax(mx, __shfl_down_sync(0xFFFFFFFFu, mx, off));
-        bad |= __shfl_down_sync(0xFFFFFFFFu, bad, off);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(mn));
-        atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(mx));
-        if (bad) atomicOr(&nonfinite[b], 1);
-    }
+    gr_fold_pool_stats(mn, mx, bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
 }
 
 #define EXACT_SCORES(SUFFIX, T)                                                                                \

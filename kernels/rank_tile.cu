@@ -85,16 +85,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
         }
         if (c < m) atomicAdd(&counts[c], 1);
     }
-    for (int off = 16; off > 0; off >>= 1) {
-        mn = fmin(mn, __shfl_down_sync(0xFFFFFFFFu, mn, off));
-        mx = fmax(mx, __shfl_down_sync(0xFFFFFFFFu, mx, off));
-        bad |= __shfl_down_sync(0xFFFFFFFFu, bad, off);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(mn));
-        atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(mx));
-        if (bad) atomicOr(&nonfinite[b], 1);
-    }
+    gr_fold_pool_stats(mn, mx, bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
     if (in_shared) {
         __syncthreads();
         for (int64_t i = threadIdx.x; i < m; i += blockDim.x)
