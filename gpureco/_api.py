@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from . import _backend, _cpu
 from . import _validation as v
-from ._engine import Problem, _host, evaluate, on_device, warn_nan
+from ._engine import Problem, evaluate, host_array, on_device, warn_nan
 from ._metrics import GAINS, METRICS
 
 
@@ -267,10 +267,14 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     >>> items.tolist(), scores.tolist()
     ([[1, 3]], [[4.0, 4.0]])
     """
-    if (A is None) == (B is None) and A is None and item_biases is None:
+    if A is None and B is None and item_biases is None:
         raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
-    n_items = (B.shape[0] if B is not None else np.shape(item_biases)[0])
-    n_users = (A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0]))
+    if (A is None) != (B is None):  # as_factors says so too, but the shapes are needed first
+        raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
+                         f"'item_biases'); got A={'None' if A is None else 'an array'}, "
+                         f"B={'None' if B is None else 'an array'}.")
+    n_items = np.shape(B)[0] if B is not None else np.shape(item_biases)[0]
+    n_users = np.shape(A)[0] if A is not None else (1 if X_train is None else X_train.shape[0])
     if X_train is None:
         X_train = sp.csr_array((n_users, n_items))
     X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
@@ -304,7 +308,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
                                        max_memory or _gpu.DEFAULT_MAX_MEMORY)
             if output == "cupy":
                 return items, scores
-            return _host(items), _host(scores)
+            return host_array(items), host_array(scores)
         A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
                                            for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
                                          n_users, n_items)

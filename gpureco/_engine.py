@@ -93,12 +93,13 @@ def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_co
     values = metrics_from_ranks(xp, ranking.ranks, gains, n_test, n_pool, xp.asarray(cutoffs, dtype=xp.int64),
                                 names, reason == 0, gain=gain)
     ndcg_nan = values["NDCG@K"][:, 0] if "NDCG@K" in values else None
-    counts = nan_counts(set(values), _host(reason), _host(n_pool), _host(n_test), int(max(cutoffs)),
-                        None if ndcg_nan is None else np.isnan(_host(ndcg_nan)))
+    counts = nan_counts(set(values), host_array(reason), host_array(n_pool), host_array(n_test),
+                        int(max(cutoffs)), None if ndcg_nan is None else np.isnan(host_array(ndcg_nan)))
     return values, counts
 
 
-def _host(x):
+def host_array(x):
+    """x as a NumPy array (a copy from the device for CuPy arrays)."""
     return x if isinstance(x, np.ndarray) else x.get()
 
 

@@ -92,6 +92,8 @@ def test_lists_agree_with_the_metrics(device, rng):
     (dict(users=[0, 9]), ValueError, r"'users' must be a 1-d array of user indices in \[0, 2\]"),
     (dict(X_train=sp.csr_array((2, 4))), ValueError, r"'X_train' must have shape \(3, 4\)"),
     (dict(A=None, B=None), ValueError, "No model given"),
+    (dict(B=None), ValueError, "'A' and 'B' must both be given, or both be None"),
+    (dict(A=None, item_biases=np.ones(4)), ValueError, "'A' and 'B' must both be given, or both be None"),
     (dict(device="tpu"), ValueError, "'device' must be one of"),
 ])
 def test_errors(bad, error, match):
