@@ -82,7 +82,8 @@ def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_co
         n_test, n_pool, n_train = xp.asarray(n_test), xp.asarray(n_pool), xp.asarray(n_train)
     else:
         xp = np
-        itemsize = 8 if problem.B is None else problem.B.dtype.itemsize  # given scores are float64
+        # given scores: float64 rows and their transposed copy
+        itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
         rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory or DEFAULT_MAX_MEMORY, batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))

@@ -201,7 +201,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     result = GpuRanking(cp, problem.n_users, problem.X_test.nnz)
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
-    rows = _batch_size(n_items, scorer.itemsize(), 8 * scorer.n_factors + 32 * max_test + 64, max_memory, batch_size)
+    per_user = 8 * scorer.n_factors + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
+    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory, batch_size)  # given: whole rows
     users_d = cp.asarray(users)
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
