@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 2 usage or input error (bad arguments, a file that is missing, unreadable
 or wrong, with the file and row named); 3 a feature this installation lacks (an optional package
-such as pyarrow, or a part of gpureco not in this version); 1 an unexpected error (a bug: please
+such as pyarrow); 1 an unexpected error (a bug: please
 report it with the traceback); 130 interrupted.
 """
 from __future__ import annotations
@@ -18,11 +18,14 @@ import pandas as pd
 
 from . import _io, _optional, __version__
 from ._api import calc_reco_metrics
+from ._evaluate import evaluate
 from ._interactions import IdMap, RowError, from_csr, to_csr
 from ._metrics import METRICS, NAN_REASONS, column_name, parse_metrics
-from ._report import metric_columns, write_report
+from ._lists import evaluate_lists
+from ._report import metric_columns, model_summary, write_report
 from ._split import split_reco_train_test
 from ._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
+from ._stats import compare
 
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR,ROC_AUC,PR_AUC"
@@ -45,20 +48,14 @@ def _note(args, line):
 
 
 def _print_summary(args, results):
-    table, note = _optional.summarize_models(results)
-    _say(args, "Summary over users (95% t confidence intervals of the mean):" if note is None else "Summary:",
-         table.to_string(float_format=lambda x: f"{x:.4f}"))
-    if note:
-        _note(args, note)
+    _say(args, "Summary over users (95% t confidence intervals of the mean):",
+         model_summary(results).to_string(float_format=lambda x: f"{x:.4f}"))
     if len(results) > 1:
-        table, note = _optional.compare_models(results)
-        if table is not None:
-            brief = [c for c in ("model_a", "model_b", "metric", "n_users", "mean_a", "mean_b", "mean_diff", "ci_low",
-                                 "ci_high", "p_ttest_holm", "p_permutation_holm") if c in table.columns]
-            _say(args, "", "Paired comparison (mean_diff = b - a; p-values Holm-adjusted over the metrics):",
-                 table[brief].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        if note:
-            _note(args, note)
+        table = compare(*results.values(), names=list(results))
+        brief = ["model_a", "model_b", "metric", "n_users", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high",
+                 "p_ttest_holm", "p_permutation_holm"]
+        _say(args, "", "Paired comparison (mean_diff = b - a; p-values Holm-adjusted over the metrics):",
+             table[brief].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
 def _nan_note(args, counts, n_users):
@@ -168,7 +165,6 @@ def cmd_evaluate(args):
         B = _io.read_array(args.factors[1], 2, "item factors")
         n_users, n_items = A.shape[0], B.shape[0]
     else:
-        evaluate = _optional.function("evaluate")  # before reading a large file it could not use
         scores = _io.read_array(args.scores, 2, "a score matrix (users x items)")
         n_users, n_items = scores.shape
     biases = _io.read_array(args.item_biases, 1, "item biases") if args.item_biases else None
@@ -188,7 +184,6 @@ def _column_names(selection):
 
 
 def _evaluate_lists(args, selection):
-    evaluate_lists = _optional.function("evaluate_lists")
     recs = _io.read_frame(args.recs)
     truth = _io.read_interactions(args.test)
     if not isinstance(truth, pd.DataFrame):
@@ -290,7 +285,6 @@ def _recometrics_parts(mode, split, ids):
 # --- compare ----------------------------------------------------------------------------------------
 
 def cmd_compare(args):
-    compare = _optional.function("compare")
     names = args.names.split(",") if args.names else [Path(p).stem for p in args.results]
     if len(args.results) < 2:
         raise UsageError(f"compare needs at least two results files; got {len(args.results)}.")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import _optional
-from ._stats import to_markdown
+from ._stats import compare, summarize, to_markdown
 
 _COLUMN = re.compile(r"^(?P<base>[A-Za-z_]+)(@(?P<k>\d+))?$")
 
@@ -45,13 +45,18 @@ def summary_tables(results):
     """[(title, DataFrame, note)]: the summary of every model and, for two or more, the paired comparison."""
     tables = []
     columns = {name: headline_columns(frame) for name, frame in results.items()}
-    summary, note = _optional.summarize_models({name: frame[columns[name]] for name, frame in results.items()})
-    tables.append(("Summary", summary, note))
+    tables.append(("Summary", model_summary({name: frame[columns[name]] for name, frame in results.items()}),
+                   None))
     if len(results) >= 2:
         shared = [c for c in columns[next(iter(results))] if all(c in cols for cols in columns.values())]
-        comparison, note = _optional.compare_models({name: frame[shared] for name, frame in results.items()})
-        tables.append(("Paired comparison", comparison, note))
+        tables.append(("Paired comparison", compare(*(frame[shared] for frame in results.values()),
+                                                     names=list(results)), None))
     return tables
+
+
+def model_summary(results):
+    """gpureco.summarize of each model's per-user frame, stacked with a 'model' level."""
+    return pd.concat({name: summarize(frame) for name, frame in results.items()}, names=["model", "metric"])
 
 
 def _activity_buckets(activity):

@@ -12,6 +12,7 @@ import gpureco
 from gpureco import _optional
 from gpureco.__main__ import main
 from gpureco._demo import pure_svd
+from reference import defined_scores
 
 pytest.importorskip("pyarrow")  # the test extra installs it; Parquet is optional for users
 
@@ -90,15 +91,14 @@ def test_evaluate_top_k_lists(files, capsys, tmp_path):
     np.testing.assert_allclose(per_user["NDCG@5"], expected)  # the lists are the factor model's rankings
 
 
-def test_evaluate_scores_waits_for_gpureco_evaluate(files, capsys, monkeypatch):
+def test_evaluate_scores_equals_the_factors(files, capsys, tmp_path):
     d, _ = files
-    argv = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--scores", d / "scores.npy"]
-    if hasattr(gpureco, "evaluate"):
-        code, _, _ = run(capsys, *argv, "-q")
-        assert code == 0
-        monkeypatch.delattr(gpureco, "evaluate")
-    code, _, err = run(capsys, *argv)
-    assert code == 3 and "gpureco.evaluate is not available in this version" in err
+    common = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "-q"]
+    A, B = np.load(d / "A.npy"), np.load(d / "B.npy")
+    np.save(tmp_path / "defined.npy", defined_scores(A, B))  # the factor model's defined scores
+    assert run(capsys, *common, "--scores", tmp_path / "defined.npy", "--out", tmp_path / "s.csv")[0] == 0
+    assert run(capsys, *common, "--factors", d / "A.npy", d / "B.npy", "--out", tmp_path / "f.csv")[0] == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s.csv"), pd.read_csv(tmp_path / "f.csv"))
 
 
 def test_quiet_prints_nothing(files, capsys):
@@ -250,12 +250,6 @@ def test_compare(files, capsys, tmp_path):
     assert code == 2 and "at least two results files" in err
     code, _, err = run(capsys, "compare", tmp_path / "svd.csv", tmp_path / "flat.csv", "--names", "a")
     assert code == 2 and "one name per results file" in err
-
-
-def test_compare_unavailable_is_exit_3(files, capsys, monkeypatch, tmp_path):
-    monkeypatch.delattr(gpureco, "compare")
-    code, _, err = run(capsys, "compare", tmp_path / "a.csv", tmp_path / "b.csv")
-    assert code == 3 and "gpureco.compare is not available" in err
 
 
 def test_demo_small(capsys, tmp_path, monkeypatch):
