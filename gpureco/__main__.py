@@ -107,11 +107,14 @@ def _matrices(args, n_users=None, n_items=None):
         raise UsageError(f"--train ({args.train}) and --test ({args.test}) must both be frames (CSV/Parquet) or "
                          "both be matrices (.npz/.mtx).")
     if isinstance(train, pd.DataFrame):
-        if args.user_ids or args.item_ids:
-            ids = IdMap(_io.read_ids(args.user_ids) if args.user_ids else pd.RangeIndex(n_users),
-                        _io.read_ids(args.item_ids) if args.item_ids else pd.RangeIndex(n_items))
-        else:  # ids are the rows of the factor/score files
-            ids = IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items))
+        ids = []  # the ids of the model's rows: from the files, else the row numbers
+        for path, n, what in ((args.user_ids, n_users, "user"), (args.item_ids, n_items, "item")):
+            found = _io.read_ids(path) if path else pd.RangeIndex(n)
+            if len(found) != n:
+                raise _io.InputError(f"{path}: {len(found)} {what} ids for a model of {n} {what}s (one id per row "
+                                     f"of the model's {what} file).")
+            ids.append(found)
+        ids = IdMap(*ids)
         matrices = []
         for frame, path in ((train, args.train), (test, args.test)):
             try:
@@ -173,8 +176,11 @@ def cmd_evaluate(args):
     if args.factors:
         per_user = _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users)
     else:
-        per_user = evaluate(scores[users], X_test[users], X_train[users], metrics=_column_names(selection),
-                            device=args.device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
+            per_user = evaluate(scores[users], X_test[users], X_train[users], metrics=_column_names(selection),
+                                device=args.device)
+        _nan_note(args, per_user.attrs["nan_reasons"], users.size)
     per_user.insert(0, "user", ids.users[users])
     return _finish(args, per_user, activity=np.diff(X_train.indptr)[users])
 
@@ -190,7 +196,13 @@ def _evaluate_lists(args, selection):
         truth = from_csr(truth)
     truth = truth.rename(columns={"value": "rating"})  # the NDCG gain
     truth = truth[[c for c in ("user", "item", "rating") if c in truth.columns]]
-    per_user = evaluate_lists(recs, truth, metrics=_column_names(selection))  # indexed by user
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
+            per_user = evaluate_lists(recs, truth, metrics=_column_names(selection))  # indexed by user
+    except (TypeError, ValueError) as error:
+        raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
+    _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
     return _finish(args, per_user.reset_index())
 
 
@@ -306,7 +318,7 @@ def cmd_compare(args):
     table = compare(*results.values(), names=names)
     _say(args, table.to_string(float_format=lambda x: f"{x:.4g}"))
     if args.out:
-        _io.write_frame(table.reset_index(), args.out)
+        _io.write_frame(table, args.out)
     if args.report:
         path = write_report(results, args.report, title="gpureco comparison")
         _say(args, f"report written to {path.resolve()}")

@@ -184,7 +184,7 @@ def tail_percentage(xp, lists, popularity, head_fraction):
     n_items = popularity.shape[0]
     by_popularity = xp.lexsort(xp.stack([xp.arange(n_items), -popularity]))  # ties: lower index first
     tail = xp.ones(n_items, dtype=xp.float64)
-    tail[by_popularity[: math.ceil(head_fraction * n_items)]] = 0.0
+    tail[by_popularity[: math.ceil(round(head_fraction * n_items, 9))]] = 0.0  # 0.07 * 100 is 7.000...01
     return _list_mean(xp, lists, tail)
 
 

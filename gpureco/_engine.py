@@ -95,7 +95,7 @@ def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_co
                                 names, reason == 0, gain=gain)
     ndcg_nan = values["NDCG@K"][:, 0] if "NDCG@K" in values else None
     counts = nan_counts(set(values), host_array(reason), host_array(n_pool), host_array(n_test),
-                        int(max(cutoffs)), None if ndcg_nan is None else np.isnan(host_array(ndcg_nan)))
+                        int(max(cutoffs, default=0)), None if ndcg_nan is None else np.isnan(host_array(ndcg_nan)))
     return values, counts
 
 

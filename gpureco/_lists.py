@@ -169,6 +169,12 @@ def _check_columns(recs, truth, group_by):
     clash = [c for c in group_by if c in ("user", "item", "rank", "score", "rating")]
     if clash:
         raise ValueError(f"'group_by' must name run columns other than user, item, rank, score and rating; got {clash}.")
+    for name, frame, ids in (("recs", recs, group_by + ["user", "item"]), ("truth", truth, ["user", "item"])):
+        for column in ids:
+            missing = frame[column].isna().to_numpy()
+            if missing.any():
+                raise ValueError(f"'{name}' column {column!r} has {int(missing.sum())} missing values (NaN/None), "
+                                 f"the first at row {int(np.flatnonzero(missing)[0])}; ids must be present.")
     by = [c for c in ("rank", "score") if c in recs.columns]
     if len(by) != 1:
         raise ValueError("'recs' must have exactly one of the columns 'rank' (positions 1..n) and 'score' (ranked "

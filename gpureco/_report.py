@@ -60,10 +60,10 @@ def model_summary(results):
 
 
 def _activity_buckets(activity):
-    """Power-of-two buckets of user activity: '1', '2-3', '4-7', ..."""
+    """Power-of-two buckets of user activity: '0' (cold start), '1', '2-3', '4-7', ..."""
     activity = np.asarray(activity, dtype=np.int64)
-    low = 2 ** np.floor(np.log2(np.maximum(activity, 1))).astype(np.int64)
-    labels = np.where(low == 1, "1", pd.Series(low).astype(str) + "-" + pd.Series(2 * low - 1).astype(str))
+    low = np.where(activity > 0, 2 ** np.floor(np.log2(np.maximum(activity, 1))).astype(np.int64), 0)
+    labels = np.where(low <= 1, low.astype(str), pd.Series(low).astype(str) + "-" + pd.Series(2 * low - 1).astype(str))
     return pd.Categorical(labels, categories=list(dict.fromkeys(labels[np.argsort(low, kind="stable")])), ordered=True)
 
 

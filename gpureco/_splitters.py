@@ -156,7 +156,7 @@ def split_time_cutoff(data, cutoff=None, *, fraction=None, user="user", item="it
     times = data[timestamp]
     if fraction is not None:
         fraction = v.check_fraction(fraction, "fraction")
-        position = min(d.n - 1, int(np.ceil(d.n * (1 - fraction))))
+        position = min(d.n - 1, int(np.ceil(round(d.n * (1 - fraction), 9))))  # 100 * 0.58 is 58.000...01
         cutoff = times.sort_values(kind="stable").iloc[position]
     try:
         is_test = (times >= cutoff).to_numpy(dtype=bool)

@@ -174,3 +174,10 @@ def test_beyond_accuracy_rejects(change, error, message):
     kw.update(change)
     with pytest.raises(error, match=message):
         gpureco.beyond_accuracy(**kw)
+
+
+def test_tail_head_size_is_not_fooled_by_rounding():
+    popularity = np.arange(100, 0, -1).astype(float)  # item i is the i-th most popular
+    lists = np.arange(100).reshape(10, 10)
+    out = gpureco.beyond_accuracy(lists, ["Tail@10"], popularity=popularity, head_fraction=0.07, n_items=100)
+    assert out["Tail@10"][0] == 0.3  # 0.07 * 100 is 7.000...01 in floats: the head is 7 items, not 8

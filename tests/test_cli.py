@@ -1,5 +1,6 @@
 """The command line end to end on small files: every command, every input format, the error paths."""
 import subprocess
+import warnings
 import sys
 
 import numpy as np
@@ -99,6 +100,40 @@ def test_evaluate_scores_equals_the_factors(files, capsys, tmp_path):
     assert run(capsys, *common, "--scores", tmp_path / "defined.npy", "--out", tmp_path / "s.csv")[0] == 0
     assert run(capsys, *common, "--factors", d / "A.npy", d / "B.npy", "--out", tmp_path / "f.csv")[0] == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s.csv"), pd.read_csv(tmp_path / "f.csv"))
+
+
+def test_id_files_must_match_the_model(files, capsys, tmp_path):
+    d, _ = files
+    pd.DataFrame({"id": "u" + pd.Series(range(119)).astype(str)}).to_csv(tmp_path / "short.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train_named.csv", "--test", d / "test_named.csv",
+                       "--factors", d / "A.npy", d / "B.npy", "--user-ids", tmp_path / "short.csv",
+                       "--item-ids", d / "item_ids.csv")
+    assert code == 2 and "short.csv: 119 user ids for a model of 120 users" in err
+
+
+def test_scores_report_nan_users_once_and_quiet_means_quiet(files, capsys, tmp_path):
+    d, _ = files
+    scores = np.load(d / "scores.npy")
+    scores[5, 0] = np.nan  # user 5: rule 4
+    np.save(tmp_path / "nan.npy", scores)
+    argv = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--scores", tmp_path / "nan.npy",
+            "--metrics", "ROC_AUC"]
+    code, _, err = run(capsys, *argv)
+    assert code == 0 and "rule 4: 1 users" in err and "RuntimeWarning" not in err
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run(capsys, *argv, "-q")
+    assert code == 0 and out == "" and err == "" and not caught
+
+
+def test_recs_errors_name_the_file(files, capsys, tmp_path):
+    d, _ = files
+    recs = pd.read_csv(d / "recs.csv")
+    recs.loc[1, "rank"] = 5  # ranks 1, 5, 3, ... in user 0's list
+    recs.to_csv(tmp_path / "bad_recs.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--recs",
+                       tmp_path / "bad_recs.csv")
+    assert code == 2 and "bad_recs.csv (against" in err and "ranks must be 1, 2, ..., n" in err
 
 
 def test_quiet_prints_nothing(files, capsys):
@@ -245,6 +280,7 @@ def test_compare(files, capsys, tmp_path):
     assert code == 0 and "NDCG@5" in out
     table = pd.read_csv(tmp_path / "cmp.csv")
     assert set(table["metric"]) == {"NDCG@5", "P@5"} and list(table["model_a"].unique()) == ["svd"]
+    assert table.columns[0] == "model_a"  # no index column
     assert "## Paired comparison" in (tmp_path / "cmp.md").read_text()
     code, _, err = run(capsys, "compare", tmp_path / "svd.csv", "--names", "a,b")
     assert code == 2 and "at least two results files" in err

@@ -76,6 +76,16 @@ def test_gpu_backend_on_the_device_model(monkeypatch):
         np.testing.assert_array_equal(gpu_fn[name], cpu[name], err_msg=name)
 
 
+def test_aucs_alone(rng):
+    X_train, X_test, A, B = random_problem(rng)
+    X_test[:, 0], X_train[:, 0] = 1, 0
+    scores = defined_scores(A, B)
+    got = gpureco.evaluate(scores, to_csr(X_test), to_csr(X_train), metrics=["PR_AUC", "ROC_AUC"], device="cpu")
+    want = reference_metrics(X_train, X_test, scores, 1)
+    np.testing.assert_allclose(got["PR_AUC"], want["PR_AUC"], rtol=1e-12)
+    np.testing.assert_allclose(got["ROC_AUC"], want["ROC_AUC"], rtol=1e-12)
+
+
 def test_outputs(rng):
     X_train, X_test, A, B = random_problem(rng)
     X_test[:, 0], X_train[:, 0] = 1, 0

@@ -233,6 +233,9 @@ ERRORS = [
     (dict(group_by="item"), ValueError, r"'group_by' must name run columns other than user, item"),
     (dict(gain="log"), ValueError, r"'gain' must be one of 'linear', 'exponential', 'binary'; got 'log'"),
     (dict(truth=TRUTH.assign(rating=[2000.0, 1.0]), gain="exponential"), ValueError, r"gain='exponential' needs 'truth' ratings below 1024"),
+    (dict(recs=RECS.assign(item=[10, None, 11])), ValueError,
+     r"'recs' column 'item' has 1 missing values \(NaN/None\), the first at row 1; ids must be present"),
+    (dict(truth=TRUTH.assign(user=[1, np.nan])), ValueError, r"'truth' column 'user' has 1 missing values"),
     (dict(recs=RECS.to_numpy()), TypeError, r"'recs' must be a DataFrame of recommendations \(pandas, or polars\); got ndarray"),
 ]
 

@@ -74,3 +74,10 @@ def test_metric_columns_group_by_name_and_k():
 def test_errors(args, error, match, tmp_path):
     with pytest.raises(error, match=match):
         gpureco.write_report(args[0], tmp_path / args[1])
+
+
+def test_activity_buckets_keep_cold_start_users_apart():
+    from gpureco._report import _activity_buckets
+    buckets = _activity_buckets([0, 1, 2, 5, 0, 9])
+    assert list(buckets) == ["0", "1", "2-3", "4-7", "0", "8-15"]
+    assert list(buckets.categories) == ["0", "1", "2-3", "4-7", "8-15"]

@@ -102,6 +102,13 @@ def test_time_cutoff_value_and_fraction(frame):
     assert abs(len(test) - 0.2 * len(frame)) <= 1  # the timestamps are distinct enough here
 
 
+def test_time_cutoff_fraction_is_not_fooled_by_rounding():
+    data = pd.DataFrame({"user": np.arange(100) % 7, "item": np.arange(100), "timestamp": np.arange(100)})
+    for fraction, want in ((0.42, 42), (0.07, 7), (0.29, 29)):  # 100 * (1 - 0.42) is 58.000...01 in floats
+        train, test = gpureco.split_time_cutoff(data, fraction=fraction)
+        assert len(test) == want
+
+
 def test_time_cutoff_with_datetimes():
     df = pd.DataFrame({"user": [1, 1, 2, 2], "item": [1, 2, 1, 3],
                        "timestamp": pd.to_datetime(["2024-01-01", "2024-03-01", "2024-02-01", "2024-04-01"])})
