@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from . import _backend, _cpu
 from . import _validation as v
-from ._engine import Problem, evaluate, host_array, on_device, warn_nan
+from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, host_array, on_device, warn_nan
 from ._metrics import GAINS, METRICS
 
 
@@ -312,5 +312,5 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
                                            for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
                                          n_users, n_items)
-        rows = batch_size or max(1, int((max_memory or 256 * 2**20) // (24 * max(1, n_items))))
+        rows = batch_size or max(1, int((max_memory or DEFAULT_MAX_MEMORY) // (24 * max(1, n_items))))
         return _cpu.top_k(X_train, users, A, B, item_biases, k, seed, bool(break_ties_with_noise), rows)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._cpu_ranks import pair_scores, rank_test_items, tie_keys
-from ._scores import magnitudes, score_tolerance, select_top_k
+from ._scores import magnitudes, row_entries, score_tolerance, select_top_k
 
 THREAD_ROWS = 8  # score rows each ranking thread holds (GROUP in _cpu_ranks.pyx)
 
@@ -100,10 +100,8 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     for begin in range(0, users.shape[0], batch_size):
         batch = users[begin: begin + batch_size]
         rows = score_block(A, B, biases, batch, block).T.astype(np.float64)  # a copy, masked below
-        n_train = np.diff(train.indptr)[batch]
-        local = np.repeat(np.arange(batch.shape[0]), n_train)
-        entries = np.arange(local.shape[0]) + np.repeat(train.indptr[batch] - (np.cumsum(n_train) - n_train), n_train)
-        rows[local, train.indices[entries]] = np.nan
+        local, entry, _ = row_entries(np, train.indptr, batch)
+        rows[local, train.indices[entry]] = np.nan
         tol = (score_tolerance(np.ascontiguousarray(A[batch]), item_abs_max, bias_abs_max, B.dtype)
                if B.shape[1] else np.zeros(batch.shape[0]))
         if k <= n_items:

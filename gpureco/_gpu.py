@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _backend
-from ._scores import magnitudes, order_key, score_tolerance, select_top_k
+from ._scores import magnitudes, order_key, row_entries, score_tolerance, select_top_k
 
 RANK_THREADS, RANK_SEGMENT = 256, 4096  # kernels/rank_tile.cu
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
@@ -213,11 +213,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         batch = users_d[begin:end]
         nb = end - begin
         # the batch's test entries, sorted best-first per user by defined score, then tie key
-        start = test_indptr[batch]
-        tests_begin = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(test_indptr[batch + 1] - start)])
-        m = int(tests_begin[-1])
-        local = cp.searchsorted(tests_begin[1:], cp.arange(m), side="right")
-        entry = start[local] + cp.arange(m) - tests_begin[local]
+        local, entry, tests_begin = row_entries(cp, test_indptr, batch)
+        m = entry.shape[0]
         items = test_indices[entry].astype(cp.int64)
         user_rows = scorer.user_rows(batch)
         scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
@@ -340,13 +337,8 @@ def _full_row_candidates(scorer, batch, rows, user_rows, tol, k, train_indptr, t
     elif scorer.biases is not None:  # as the kernels add them: in the factors' dtype
         S = S + scorer.biases.astype(scorer.dtype)
     S = S.astype(cp.float64)  # a copy: the training items are masked in it
-    user = batch[rows]
-    start, stop = train_indptr[user], train_indptr[user + 1]
-    n_train = stop - start
-    offsets = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(n_train)])
-    t = cp.arange(int(offsets[-1]))
-    row_of = cp.searchsorted(offsets[1:], t, side="right")
-    S[row_of, train_indices[start[row_of] + t - offsets[row_of]]] = cp.nan
+    row_of, entry, _ = row_entries(cp, train_indptr, batch[rows])
+    S[row_of, train_indices[entry]] = cp.nan
     finite_view = cp.where(cp.isnan(S), -cp.inf, S)
     kth = -cp.sort(-finite_view, axis=1)[:, k - 1] if k <= n_items else cp.full(rows.shape[0], -cp.inf)
     local, item = cp.nonzero(S >= (kth - 2.0 * tol[rows])[:, None])

@@ -4,7 +4,8 @@ A score is defined as the float64 sum of a[u,f] * b[j,f] in order f = 0 .. F-1, 
 item's bias (_cpu_ranks.exact_score, kernels/common.cuh gr_exact_score: the same numbers).
 BLAS and cuBLAS compute it much faster but round depending on the batch, the tiling and
 the threads; both backends use those scores only as a filter within the bound below, and
-settle every closer comparison with the defined score. Written over numpy or cupy.
+settle every closer comparison with the defined score. Also the pieces of ranking both
+backends share (order keys, top-K selection, CSR row entries). Written over numpy or cupy.
 """
 from __future__ import annotations
 
@@ -68,3 +69,14 @@ def select_top_k(xp, local, items, scores, keys, n_rows, k):
     out_items[local[chosen], position[chosen]] = items[chosen]
     out_scores[local[chosen], position[chosen]] = scores[chosen] + 0.0
     return out_items, out_scores
+
+
+def row_entries(xp, indptr, rows):
+    """The stored entries of the CSR rows `rows`, in order: (row, entry, offsets) where row[i]
+    is the position in `rows` of entry i's row, entry[i] its index in the CSR arrays, and
+    offsets (len(rows) + 1) where each row's entries begin."""
+    start = indptr[rows]
+    offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(indptr[rows + 1] - start)])
+    n = xp.arange(int(offsets[-1]))
+    row = xp.searchsorted(offsets[1:], n, side="right")
+    return row, start[row] + n - offsets[row], offsets

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -42,3 +44,19 @@ BACKENDS = [pytest.param("cpu", id="cpu"),
             pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu,
                                                  pytest.mark.skipif(GPU_MISSING is not None, reason=f"no GPU: {GPU_MISSING}")])]
 needs_gpu = [pytest.mark.gpu, pytest.mark.skipif(GPU_MISSING is not None, reason=f"no GPU: {GPU_MISSING}")]
+
+
+def cpu_and_gpu(X_train, X_test, A, B, **kw):
+    """calc_reco_metrics (all metrics, as a dict) with device="cpu" and with device="gpu"."""
+    import gpureco
+    kw = {"all_metrics": True, "as_df": False, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (gpureco.calc_reco_metrics(X_train, X_test, A, B, device="cpu", **kw),
+                gpureco.calc_reco_metrics(X_train, X_test, A, B, device="gpu", **kw))
+
+
+def assert_identical(cpu, gpu):
+    assert set(cpu) == set(gpu)
+    for name in cpu:
+        np.testing.assert_array_equal(np.asarray(gpu[name]), np.asarray(cpu[name]), err_msg=name)

@@ -1,31 +1,19 @@
 """The GPU backend against the CPU backend: identical ranks and metrics, bit for bit, for
 float64 and float32 factors alike (comparisons closer than cuBLAS's error bound are settled
 by the defined score on both), on the cases that stress the kernels. Skipped without a GPU."""
-import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import gpureco
-from conftest import needs_gpu, random_problem, to_csr
+from conftest import assert_identical, cpu_and_gpu, needs_gpu, random_problem, to_csr
 
 pytestmark = needs_gpu
 
 
 def both(X_train, X_test, A, B, **kw):
-    kw = {"k": 10, "all_metrics": True, "as_df": False, **kw}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        cpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="cpu", **kw)
-        gpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="gpu", **kw)
-    return cpu, gpu
-
-
-def assert_identical(cpu, gpu):
-    assert set(cpu) == set(gpu)
-    for name in cpu:
-        np.testing.assert_array_equal(np.asarray(gpu[name]), np.asarray(cpu[name]), err_msg=name)
+    return cpu_and_gpu(X_train, X_test, A, B, **{"k": 10, **kw})
 
 
 def near_tie_problem(rng, n_users, n_items, n_factors, dtype):

@@ -1,7 +1,6 @@
 """The GPU backend's orchestration on a NumPy model of the device (tests/gpu_model.py): the
 same numbers as the CPU engine, bit for bit, on the cases that stress tiles, batches,
 sorting and the exact fallbacks. Runs everywhere; test_gpu.py repeats it on a real GPU."""
-import warnings
 
 import numpy as np
 import pytest
@@ -9,19 +8,12 @@ import scipy.sparse as sp
 
 import gpureco
 from gpureco import _gpu
-from conftest import random_problem, to_csr
+from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
 from gpu_model import model_device
 
 
 def both(X_train, X_test, A, B, **kw):
-    kw = {"k": 5, "all_metrics": True, "as_df": False, **kw}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        cpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="cpu", **kw)
-        gpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, device="gpu", **kw)
-    assert set(cpu) == set(gpu)
-    for name in cpu:
-        np.testing.assert_array_equal(gpu[name], cpu[name], err_msg=name)
+    assert_identical(*cpu_and_gpu(X_train, X_test, A, B, **{"k": 5, **kw}))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
