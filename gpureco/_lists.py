@@ -197,20 +197,9 @@ def _describe(row, columns):
     return ", ".join(f"{c} {row[c].item() if isinstance(row[c], np.generic) else row[c]!r}" for c in columns)
 
 
-def _numeric(frame, column, name):
-    values = frame[column]
-    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
-        raise TypeError(f"'{name}' column {column!r} must hold numbers; got dtype {values.dtype}.")
-    values = values.to_numpy(np.float64, na_value=np.nan)
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"'{name}' column {column!r} must hold finite numbers; got "
-                         f"{int(np.sum(~np.isfinite(values)))} NaN or infinite values.")
-    return values
-
-
 def _ranks(recs, by, list_id, item, keys):
     """Each row's position in its list: the given rank (checked to be 1..n), or by descending score."""
-    values = _numeric(recs, by, "recs")
+    values = v.numeric_column(recs, by, "recs", finite=True)
     order = np.lexsort((values, list_id)) if by == "rank" else np.lexsort((item, -values, list_id))
     sorted_list = list_id[order]
     starts = np.flatnonzero(np.r_[True, sorted_list[1:] != sorted_list[:-1]]) if order.size else np.zeros(0, int)
@@ -231,7 +220,7 @@ def _ranks(recs, by, list_id, item, keys):
 def _gains(truth, gain):
     if "rating" not in truth.columns:
         return np.ones(len(truth))
-    ratings = _numeric(truth, "rating", "truth")
+    ratings = v.numeric_column(truth, "rating", "truth", finite=True)
     if gain == "exponential" and ratings.size and ratings.max() >= 1024:
         raise ValueError("gain='exponential' needs 'truth' ratings below 1024 (2**r - 1 must be finite); "
                          f"got a maximum of {float(ratings.max())!r}.")

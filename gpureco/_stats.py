@@ -14,6 +14,10 @@ _CHUNK = 2**22  # random draws held at once by the bootstrap and the permutation
 _P_VALUES = ("p_ttest", "p_wilcoxon", "p_permutation")
 
 
+# a per-user frame holds metrics in its columns and identifiers in its index
+METRIC = dict(what=" (a metric)", hint=" Put identifiers in the index (or pass them as 'by' to summarize).")
+
+
 def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, by=None):
     r"""Mean, spread and confidence interval of every metric over the users.
 
@@ -90,7 +94,7 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
 def _summary(per_user, confidence, ci, n_resamples, seed):
     rows = {}
     for column in per_user.columns:
-        values = _numeric(per_user, column, "per_user")
+        values = v.numeric_column(per_user, column, "per_user", finite=False, **METRIC)
         x = values[~np.isnan(values)]
         n = x.size
         mean = x.mean() if n else np.nan
@@ -208,8 +212,8 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     rows = []
     for a, b in itertools.combinations(range(len(frames)), 2):
         for metric in metrics:
-            x_a = _numeric(frames[a], metric, f"per_user[{a}]")
-            x_b = _numeric(frames[b], metric, f"per_user[{b}]")
+            x_a = v.numeric_column(frames[a], metric, f"per_user[{a}]", finite=False, **METRIC)
+            x_b = v.numeric_column(frames[b], metric, f"per_user[{b}]", finite=False, **METRIC)
             both = ~np.isnan(x_a) & ~np.isnan(x_b)
             rows.append(dict(model_a=names[a], model_b=names[b], metric=metric, n_users=int(both.sum()),
                              **_paired(x_a[both], x_b[both], confidence, n_permutations, seed)))
@@ -302,14 +306,6 @@ def to_markdown(df, digits=4):
              "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"]
     lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines)
-
-
-def _numeric(frame, column, name):
-    values = frame[column]
-    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
-        raise TypeError(f"'{name}' column {column!r} must hold numbers (a metric); got dtype {values.dtype}. "
-                        "Put identifiers in the index (or pass them as 'by' to summarize).")
-    return values.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _aligned(frames):

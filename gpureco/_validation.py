@@ -5,6 +5,7 @@ import numbers
 import os
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 
@@ -30,6 +31,19 @@ def check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"'{name}' must be one of {', '.join(map(repr, choices))}; got {value!r}.")
     return value
+
+
+def numeric_column(frame, column, name, finite, what="", hint=""):
+    """A DataFrame column as float64; with `finite`, NaN and infinities are refused. `what`
+    and `hint` complete the message when the column does not hold numbers."""
+    values = frame[column]
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        raise TypeError(f"'{name}' column {column!r} must hold numbers{what}; got dtype {values.dtype}.{hint}")
+    values = values.to_numpy(np.float64, na_value=np.nan)
+    if finite and not np.all(np.isfinite(values)):
+        raise ValueError(f"'{name}' column {column!r} must hold finite numbers; got "
+                         f"{int(np.sum(~np.isfinite(values)))} NaN or infinite values.")
+    return values
 
 
 def check_sizes(batch_size, max_memory):
@@ -176,7 +190,6 @@ def check_disjoint(X_train, X_test):
 
 def as_pandas(frame, name, what):
     """A pandas DataFrame from a pandas frame or anything with `.to_pandas()` (polars; never imported)."""
-    import pandas as pd
     if not isinstance(frame, pd.DataFrame) and hasattr(frame, "to_pandas"):
         frame = frame.to_pandas()
     if not isinstance(frame, pd.DataFrame):
