@@ -1,8 +1,6 @@
 """calc_reco_metrics: recometrics' function of that name, with the definitions of docs/metrics.md."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -10,7 +8,7 @@ import scipy.sparse as sp
 from . import _backend, _cpu
 from . import _validation as v
 from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, host_array, on_device, warn_nan
-from ._metrics import GAINS, METRICS
+from ._metrics import GAINS, METRICS, column_name
 
 
 def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, precision=True,
@@ -215,9 +213,9 @@ def _format(values, k, as_df, cumulative, rename_k, counts):
             if a.ndim == 1:
                 columns[name] = a
             else:
-                columns.update({re.sub("@K$", f"@{i + 1}", name): a[:, i] for i in range(a.shape[1])})
+                columns.update({column_name(name, i + 1): a[:, i] for i in range(a.shape[1])})
     else:
-        columns = {re.sub("@K$", f"@{k}", name) if rename_k else name: a for name, a in values.items()}
+        columns = {column_name(name, k if rename_k and name.endswith("@K") else None): a for name, a in values.items()}
     df = pd.DataFrame(columns)
     df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
     return df
