@@ -28,16 +28,17 @@ class CpuRanking:
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
 
 
-def score_block(A, B, biases, users, out):
-    """Filter scores of `users` for every item: an (n_items, n_users) C-contiguous block in the
-    factors' dtype (the biases alone, exactly, when there are no factors). `out` is a flat
-    buffer reused from batch to batch: fresh pages cost more than the product at 1M items."""
+def score_block(user_rows, B, biases, out):
+    """Filter scores of the users whose factors are `user_rows` for every item: an (n_items,
+    n_users) C-contiguous block in the factors' dtype (the biases alone, exactly, when there are
+    no factors). `out` is a flat buffer reused from batch to batch: fresh pages cost more than
+    the product at 1M items."""
     n_items = B.shape[0]
-    scores = out[: n_items * users.shape[0]].reshape(n_items, users.shape[0])
+    scores = out[: n_items * user_rows.shape[0]].reshape(n_items, user_rows.shape[0])
     if B.shape[1] == 0:
         scores[:] = biases[:, None]
     else:
-        np.matmul(B, A[users].T, out=scores)
+        np.matmul(B, user_rows.T, out=scores)
         if biases.shape[0]:
             scores += biases.astype(scores.dtype)[:, None]
     return scores
@@ -59,11 +60,11 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
+            user_rows = np.ascontiguousarray(A[batch])
             if given:
                 scores = np.ascontiguousarray(problem.score_rows(batch).T)
             else:
-                scores = score_block(A, B, biases, batch, block)
-            user_rows = np.ascontiguousarray(A[batch])
+                scores = score_block(user_rows, B, biases, block)
             tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
             jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases, has_bias, tol, batch,
@@ -99,11 +100,12 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
     for begin in range(0, users.shape[0], batch_size):
         batch = users[begin: begin + batch_size]
-        rows = score_block(A, B, biases, batch, block).T.astype(np.float64)  # a copy, masked below
+        user_rows = np.ascontiguousarray(A[batch])
+        rows = score_block(user_rows, B, biases, block).T.astype(np.float64)  # a copy, masked below
         local, entry, _ = row_entries(np, train.indptr, batch)
         rows[local, train.indices[entry]] = np.nan
-        tol = (score_tolerance(np.ascontiguousarray(A[batch]), item_abs_max, bias_abs_max, B.dtype)
-               if B.shape[1] else np.zeros(batch.shape[0]))
+        tol = (score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1]
+               else np.zeros(batch.shape[0]))
         if k <= n_items:
             kth = -np.partition(-np.where(np.isnan(rows), -np.inf, rows), k - 1, axis=1)[:, k - 1]
         else:

@@ -82,11 +82,11 @@ class FactorScores:
     def itemsize(self):
         return self.dtype.itemsize
 
-    def tolerance(self, users):
-        cp = _backend.cupy()
+    def tolerance(self, users, user_rows):
+        """Per user, the bound on |cuBLAS score - defined score| (user_rows: self.user_rows(users))."""
         if self.given:
-            return cp.zeros(users.shape[0])
-        return score_tolerance(self.A[users], self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32)
+            return _backend.cupy().zeros(users.shape[0])
+        return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32)
 
     def tile(self, user_rows, begin, n, buffer):
         """(scores, leading dimension, given) for items begin .. begin + n of the batch."""
@@ -136,7 +136,7 @@ class GivenScores:
     def itemsize(self):
         return 8
 
-    def tolerance(self, users):
+    def tolerance(self, users, user_rows):
         return _backend.cupy().zeros(users.shape[0])
 
     def user_rows(self, users):
@@ -224,7 +224,7 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
         pool_max = cp.zeros(nb, dtype=cp.uint64)
         nonfinite = cp.zeros(nb, dtype=cp.int32)
-        tol = scorer.tolerance(batch)
+        tol = scorer.tolerance(batch, user_rows)
         tile = min(n_items, TILE_ITEMS)
         if nb not in buffers:
             buffers.clear()
@@ -285,8 +285,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     def run(begin, end):
         batch = users_d[begin:end]
         nb = end - begin
-        tol = scorer.tolerance(batch)
         user_rows = scorer.user_rows(batch)
+        tol = scorer.tolerance(batch, user_rows)
         if kernel_path:
             cand_scores = cp.empty(nb * TOPK_CAPACITY)
             cand_items = cp.empty(nb * TOPK_CAPACITY, dtype=cp.int32)
