@@ -163,7 +163,7 @@ def main(argv=None):
 
     rows["gpureco"], ours = best(run_gpureco)
     workspace = peak_memory(cp, run_gpureco)
-    from gpureco import _gpu
+    from gpureco.engine import _gpu
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
     checks = {}

@@ -1,19 +1,21 @@
 """gpureco: fast, exactly-defined evaluation of implicit-feedback recommender systems.
 
-See docs/metrics.md for the definition of every metric, the tie rule and the NaN rules.
+See docs/metrics.md for the definition of every metric, the tie rule and the NaN rules, and
+docs/architecture.md for how the package is laid out.
 """
 from . import datasets
-from ._api import calc_reco_metrics, top_k
-from ._backend import gpu_available
 from ._beyond import beyond_accuracy
 from ._evaluate import evaluate
-from ._interactions import IdMap, from_csr, to_csr
 from ._lists import evaluate_lists
-from ._metrics import NAN_REASONS
-from ._report import write_report
-from ._split import split_reco_train_test
-from ._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
-from ._stats import compare, summarize, to_markdown
+from ._recometrics import calc_reco_metrics
+from ._top_k import top_k
+from .analysis._report import write_report
+from .analysis._stats import compare, summarize, to_markdown
+from .data._interactions import IdMap, from_csr, to_csr
+from .data._split import split_reco_train_test
+from .data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
+from .engine._backend import gpu_available
+from .engine._registry import NAN_REASONS
 
 __all__ = ["calc_reco_metrics", "evaluate", "top_k", "evaluate_lists", "beyond_accuracy", "summarize", "compare",
            "to_markdown", "gpu_available", "NAN_REASONS", "split_reco_train_test", "split_leave_k_out",

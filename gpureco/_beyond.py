@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from . import _validation as v
-from ._backend import array_module
-from ._metrics import BEYOND_METRICS, parse_metrics
+from .engine._backend import array_module
+from .engine._registry import BEYOND_METRICS, parse_metrics
 
 _CHUNK = 2**24  # floats of gathered item vectors held at once by intra_list_diversity
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import _backend
 from . import _validation as v
-from ._api import check_gain, interactions
-from ._engine import Problem, evaluate as run_engine, on_device, warn_nan
-from ._metrics import parse_metrics, select_columns
+from .engine import _backend
+from .engine._engine import Problem, run
+from .engine._registry import parse_metrics, select_columns
 
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
@@ -60,32 +59,23 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     0  1.0  0.5  0.750000
     1  0.0  0.0  0.333333
     """
-    X_train, X_test = interactions(X_train, X_test)
+    X_train, X_test = v.interactions(X_train, X_test)
     n_users, n_items = X_test.shape
     selection = parse_metrics(metrics, k)
     v.check_choice(output, "output", ("pandas", "numpy", "cupy"))
-    check_gain(gain, X_test)
-    min_pos_test = v.check_int(min_pos_test, "min_pos_test", low=0)
-    min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
-    nthreads = v.resolve_nthreads(nthreads)
+    request = v.request(selection.names, selection.cutoffs, X_test, min_pos_test=min_pos_test,
+                        min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
+                        nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
     seed = v.check_seed(seed)
-    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
-    backend = _backend.resolve_device(device)
-    if output == "cupy" and backend[0] != "gpu":
-        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
+    backend = v.backend_for(device, output, ("pandas", "numpy", "cupy"))
     v.check_disjoint(X_train, X_test)
-    problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), backend)
-    with on_device(problem):
-        problem.score_rows = _score_rows(scores, n_users, n_items, backend[0] == "gpu")
-        values, counts = run_engine(problem, selection.names, selection.cutoffs, min_pos_test=min_pos_test,
-                                    min_items_pool=min_items_pool, consider_cold_start=bool(consider_cold_start),
-                                    nthreads=nthreads, gain=gain, batch_size=batch_size, max_memory=max_memory)
-    warn_nan(counts, n_users)
+    with _backend.device_context(backend):
+        score_rows = _score_rows(scores, n_users, n_items, backend[0] == "gpu")
+    problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), backend,
+                      score_rows=score_rows)
+    values, counts = run(problem, request, on_device_output=output == "cupy")
     columns = select_columns(values, selection)
-    if output == "cupy":
-        return columns
-    columns = {name: _backend.to_host(a, name) for name, a in columns.items()}
-    if output == "numpy":
+    if output != "pandas":
         return columns
     df = pd.DataFrame(columns)
     df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}

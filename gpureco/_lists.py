@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 
 from . import _validation as v
-from ._metrics import GAINS, METRICS, metrics_from_ranks, parse_metrics, select_columns
+from .engine._metrics import metrics_from_ranks
+from .engine._registry import GAINS, METRICS, parse_metrics, select_columns
 
 _AUCS = ("ROC_AUC", "PR_AUC")
 

@@ -1,4 +1,5 @@
-"""Input checks and conversions: every error names the parameter, the expectation and the value."""
+"""Input checks and conversions shared by every front door, the data and analysis modules:
+every error names the parameter, the expectation and the value."""
 from __future__ import annotations
 
 import numbers
@@ -7,6 +8,10 @@ import os
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+
+from .engine import _backend
+from .engine._engine import Request
+from .engine._registry import GAINS
 
 
 def check_int(value, name, low=None, high=None):
@@ -195,3 +200,56 @@ def as_pandas(frame, name, what):
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"'{name}' must be a DataFrame of {what} (pandas, or polars); got {type(frame).__name__}.")
     return frame
+
+
+def interactions(X_train, X_test):
+    """Validated host CSR copies of the training and test interactions (X_train None: empty)."""
+    if X_test is None:
+        raise ValueError("'X_test' is required; got None.")
+    X_test = as_csr(_backend.to_host(X_test, "X_test"), "X_test")
+    if not np.all(np.isfinite(X_test.data)):
+        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
+                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
+    if X_train is None:
+        X_train = sp.csr_array(X_test.shape)
+    return as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape), X_test
+
+
+def check_gain(gain, X_test):
+    check_choice(gain, "gain", GAINS)
+    if gain == "exponential" and X_test.nnz and X_test.data.max() >= 1024:
+        raise ValueError("gain='exponential' needs 'X_test' values below 1024 (2**v - 1 must be finite); "
+                         f"got a maximum of {float(X_test.data.max())!r}.")
+    return gain
+
+
+def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_cold_start, gain, nthreads,
+            batch_size, max_memory):
+    """The engine's Request from the options calc_reco_metrics and evaluate share, checked."""
+    batch_size, max_memory = check_sizes(batch_size, max_memory)
+    return Request(tuple(names), np.asarray(cutoffs, dtype=np.int64),
+                   min_pos_test=check_int(min_pos_test, "min_pos_test", low=0),
+                   min_items_pool=check_int(min_items_pool, "min_items_pool", low=0),
+                   consider_cold_start=bool(consider_cold_start), gain=check_gain(gain, X_test),
+                   nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
+
+
+def backend_for(device, output, choices, on_device_choice="cupy"):
+    """The backend of `device` (_backend.resolve_device) and the checked `output`; the output
+    that leaves results in GPU memory needs the GPU backend."""
+    if output is not None:
+        check_choice(output, "output", choices)
+    backend = _backend.resolve_device(device)
+    if output == on_device_choice and backend[0] != "gpu":
+        raise ValueError(f"output={on_device_choice!r} needs the GPU backend; device={device!r} evaluates on the CPU.")
+    return backend
+
+
+def factors_on(backend, A, B, item_biases, n_users, n_items):
+    """as_factors for the backend: CuPy arrays on the GPU (device inputs used in place), else
+    host arrays (device inputs copied back)."""
+    with _backend.device_context(backend):
+        if backend[0] == "gpu":
+            return as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
+        return as_factors(*(None if x is None else _backend.to_host(x, name)
+                            for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))), n_users, n_items)

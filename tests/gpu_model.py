@@ -13,8 +13,8 @@ import types
 
 import numpy as np
 
-from gpureco._cpu_ranks import pair_scores, tie_keys
-from gpureco._scores import order_key
+from gpureco.engine._cpu_ranks import pair_scores, tie_keys
+from gpureco.engine._scores import order_key
 
 TOPK_CHUNK, TOPK_CAPACITY = 4096, 8192  # kernels/topk_tile.cu
 
@@ -183,7 +183,7 @@ def fake_cupy(fail_above=None):
 @contextlib.contextmanager
 def model_device(monkeypatch, fail_above=None):
     """gpureco's GPU backend on the NumPy model for the duration of the block."""
-    from gpureco import _backend, _gpu
+    from gpureco.engine import _backend, _gpu
     cupy = fake_cupy(fail_above)
     monkeypatch.setattr(_backend, "_state", (cupy, _backend.GpuStatus(True, "NumPy model of a GPU"), True))
     monkeypatch.setattr(_backend, "float32_compute", lambda tf32: contextlib.nullcontext())

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from gpureco._cpu_ranks import tie_keys
+from gpureco.engine._cpu_ranks import tie_keys
 
 NAMES = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
 

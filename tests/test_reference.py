@@ -191,7 +191,7 @@ def test_nan_rules_by_hand():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernel_scores_are_the_defined_scores_bit_for_bit(rng, dtype):
-    from gpureco._cpu_ranks import exact_scores
+    from gpureco.engine._cpu_ranks import exact_scores
     A = (rng.standard_normal((20, 67)) * 10.0 ** rng.integers(-3, 4, size=(20, 1))).astype(dtype)
     B = rng.standard_normal((30, 67)).astype(dtype)
     bias = rng.standard_normal(30)

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import gpureco
-from gpureco._cpu_ranks import tie_keys
+from gpureco.engine._cpu_ranks import tie_keys
 from conftest import BACKENDS, random_problem, to_csr
 from reference import defined_scores
 

@@ -10,9 +10,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from gpureco import _gpu
-from gpureco._cpu_ranks import exact_scores, tie_keys
-from gpureco._scores import order_key
+from gpureco.engine import _gpu
+from gpureco.engine._cpu_ranks import exact_scores, tie_keys
+from gpureco.engine._scores import order_key
 
 KERNELS = sorted(_gpu.kernels_dir().glob("*.cu"))
 NVCC = shutil.which("nvcc")

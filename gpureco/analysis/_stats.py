@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from . import _validation as v
+from .. import _validation as v
 
 _CHUNK = 2**22  # random draws held at once by the bootstrap and the permutation test
 _P_VALUES = ("p_ttest", "p_wilcoxon", "p_permutation")

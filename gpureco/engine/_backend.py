@@ -115,6 +115,12 @@ def resolve_device(device):
     return "gpu", module.cuda.Device().id
 
 
+def device_context(backend):
+    """The context of a resolve_device answer: its CUDA device, or nothing for the CPU."""
+    kind, index = backend
+    return cupy().cuda.Device(index) if kind == "gpu" else contextlib.nullcontext()
+
+
 def is_device_array(x):
     """Whether x lives in GPU memory (CuPy, CUDA array interface, or a CUDA DLPack device)."""
     if hasattr(x, "__cuda_array_interface__") or type(x).__module__.split(".")[0] in ("cupy", "cupyx"):

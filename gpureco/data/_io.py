@@ -9,7 +9,7 @@ import pandas as pd
 import scipy.io
 import scipy.sparse as sp
 
-from . import _optional
+from .. import _optional
 
 FRAME_SUFFIXES = (".csv", ".parquet", ".pq")
 MATRIX_SUFFIXES = (".npz", ".mtx", ".mtx.gz")

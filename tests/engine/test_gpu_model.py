@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import gpureco
-from gpureco import _gpu
+from gpureco.engine import _gpu
 from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
 from gpu_model import model_device
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from . import _validation as v
+from .. import _validation as v
 from ._interactions import RowError, check_columns
 from ._split import _n_test_items
 

@@ -72,7 +72,7 @@ def test_errors_name_the_parameter(kwargs, match):
 
 def test_a_low_rank_model_beats_most_popular_at_the_default_size(default):
     import gpureco
-    from gpureco._demo import most_popular, pure_svd
+    from gpureco.cli._demo import most_popular, pure_svd
     train, test = gpureco.split_last_per_user(default, fraction=0.2)
     X_train, X_test, _ = gpureco.to_csr(train, test)
     A, B = pure_svd(X_train, 16, 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import _optional
+from .. import _optional
 from ._stats import compare, summarize, to_markdown
 
 _COLUMN = re.compile(r"^(?P<base>[A-Za-z_]+)(@(?P<k>\d+))?$")

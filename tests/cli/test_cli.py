@@ -11,8 +11,8 @@ import scipy.sparse as sp
 
 import gpureco
 from gpureco import _optional
-from gpureco.__main__ import main
-from gpureco._demo import pure_svd
+from gpureco.cli import main
+from gpureco.cli._demo import pure_svd
 from reference import defined_scores
 
 pytest.importorskip("pyarrow")  # the test extra installs it; Parquet is optional for users
@@ -304,7 +304,7 @@ def test_demo_small(capsys, tmp_path, monkeypatch):
 
 def test_progress_on_a_terminal_gives_the_same_results(files, capsys, monkeypatch, tmp_path):
     d, expected = files
-    import gpureco.__main__ as cli
+    import gpureco.cli._commands as cli
     monkeypatch.setattr(cli, "PROGRESS_MIN_USERS", 1)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",

@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from gpureco._metrics import ALL_METRICS, METRICS, column_name, parse_metrics, select_columns
+from gpureco.engine._registry import ALL_METRICS, METRICS, column_name, parse_metrics, select_columns
 
 
 def test_names_cutoffs_and_columns():

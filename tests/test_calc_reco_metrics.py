@@ -142,13 +142,15 @@ def test_import_does_not_need_cupy():
 
 def test_docstring_example():
     import doctest
-    import gpureco._api
-    failures, tried = doctest.testmod(gpureco._api, verbose=False)
-    assert tried > 0 and failures == 0
+    import gpureco._recometrics
+    import gpureco._top_k
+    for module in (gpureco._recometrics, gpureco._top_k):
+        failures, tried = doctest.testmod(module, verbose=False)
+        assert tried > 0 and failures == 0, module.__name__
 
 
 def test_demo_runs(capsys):
-    from gpureco.__main__ import main
+    from gpureco.cli import main
     assert main(["demo", "--users", "400", "--items", "150", "-k", "5", "--no-report"]) == 0
     out = capsys.readouterr().out
     assert "PureSVD" in out and "NDCG@5" in out

@@ -1,18 +1,20 @@
-"""The evaluation engine: validated problem in, per-user metrics and NaN reasons out.
+"""The evaluation engine: a validated Problem (the data) and Request (what to compute) in,
+per-user metrics and NaN counts out.
 
-Backend-independent: a backend only has to rank the test items of the evaluated users and
-report their pool statistics; the metrics are computed from those by _metrics.
+Backend-independent: a backend (_cpu or _gpu) only has to rank the test items of the
+evaluated users and report their pool statistics; the metrics are computed from those by
+_metrics.
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import _backend, _cpu
-from ._metrics import NAN_REASONS, metrics_from_ranks, nan_reasons
+from ._metrics import metrics_from_ranks, nan_reasons
+from ._registry import NAN_REASONS
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of one block of scores
 
@@ -51,21 +53,41 @@ def batch_size_for(n_items, itemsize, nthreads, max_memory, batch_size=None):
 
 def on_device(problem):
     """The context of the problem's CUDA device (none for the CPU)."""
-    kind, index = problem.device
-    return _backend.cupy().cuda.Device(index) if kind == "gpu" else contextlib.nullcontext()
+    return _backend.device_context(problem.device)
 
 
-def evaluate(problem, names, cutoffs, *, min_pos_test, min_items_pool, consider_cold_start,
-             nthreads, gain="linear", batch_size=None, max_memory=None):
-    """({name: per-user values}, {NaN rule: number of users}) for the registry `names`; the values
-    are NumPy arrays on the CPU backend and CuPy arrays on the GPU backend."""
+@dataclass(frozen=True)
+class Request:
+    """What to compute, validated: registry columns, cut-offs, the NaN options, the NDCG gain,
+    and the resources (threads, batch size, workspace bytes; None: the backend's default)."""
+    names: tuple
+    cutoffs: np.ndarray
+    min_pos_test: int = 1
+    min_items_pool: int = 2
+    consider_cold_start: bool = True
+    gain: str = "linear"
+    nthreads: int = 1
+    batch_size: int | None = None
+    max_memory: int | None = None
+
+
+def run(problem, request, on_device_output=False):
+    """({name: per-user values}, {NaN rule: number of users}): the metrics of `request.names`
+    at `request.cutoffs` (2-d arrays (n_users, n_cut) for @K metrics, 1-d for the AUCs), with
+    one warning for the users whose metrics are NaN. Host (NumPy) arrays, or CuPy arrays
+    left in GPU memory with `on_device_output` on the GPU backend."""
     with on_device(problem):
-        return _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_cold_start, nthreads,
-                         gain, batch_size, max_memory)
+        values, counts = _evaluate(problem, request)
+    warn_nan(counts, problem.n_users, stacklevel=4)  # the warning points at the caller's call
+    if not on_device_output:
+        values = {name: host_array(a) for name, a in values.items()}
+    return values, counts
 
 
-def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_cold_start, nthreads, gain,
-              batch_size, max_memory):
+def _evaluate(problem, request):
+    names, cutoffs, max_memory = request.names, request.cutoffs, request.max_memory
+    min_pos_test, min_items_pool = request.min_pos_test, request.min_items_pool
+    consider_cold_start = request.consider_cold_start
     n_test = np.diff(problem.X_test.indptr)
     n_train = np.diff(problem.X_train.indptr)
     n_pool = problem.n_items - n_train
@@ -78,21 +100,22 @@ def _evaluate(problem, names, cutoffs, min_pos_test, min_items_pool, consider_co
         xp = _backend.cupy()
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
-        ranking = _gpu.rank_users(problem, users, scorer, batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
+        ranking = _gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
         n_test, n_pool, n_train = xp.asarray(n_test), xp.asarray(n_pool), xp.asarray(n_train)
     else:
         xp = np
         # given scores: float64 rows and their transposed copy
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
-        rows = batch_size_for(problem.n_items, itemsize, nthreads, max_memory or DEFAULT_MAX_MEMORY, batch_size)
+        rows = batch_size_for(problem.n_items, itemsize, request.nthreads, max_memory or DEFAULT_MAX_MEMORY,
+                              request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-        ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
+        ranking = _cpu.rank_users(problem, users, rows, request.nthreads, max_rank)
     reason = nan_reasons(xp, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
                          ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
     gains = xp.asarray(problem.X_test.data, dtype=xp.float64)
     values = metrics_from_ranks(xp, ranking.ranks, gains, n_test, n_pool, xp.asarray(cutoffs, dtype=xp.int64),
-                                names, reason == 0, gain=gain)
+                                names, reason == 0, gain=request.gain)
     ndcg_nan = values["NDCG@K"][:, 0] if "NDCG@K" in values else None
     counts = nan_counts(set(values), host_array(reason), host_array(n_pool), host_array(n_test),
                         int(max(cutoffs, default=0)), None if ndcg_nan is None else np.isnan(host_array(ndcg_nan)))
@@ -117,7 +140,7 @@ def nan_counts(names, reason, n_pool, n_test, max_k, ndcg_nan=None):
     return {code: n for code, n in counts.items() if n}
 
 
-def warn_nan(counts, n_users):
+def warn_nan(counts, n_users, stacklevel=3):
     """One warning for the whole call, with the number of users under each NaN rule."""
     if not counts:
         return
@@ -125,4 +148,19 @@ def warn_nan(counts, n_users):
     lines = "; ".join(f"rule {code} ({NAN_REASONS[code]}): {n} user{'s' if n > 1 else ''}"
                       for code, n in sorted(counts.items()))
     warnings.warn(f"gpureco: {whole} of {n_users} users have every metric NaN. Users with NaN metrics, by rule "
-                  f"of docs/metrics.md: {lines}.", RuntimeWarning, stacklevel=3)
+                  f"of docs/metrics.md: {lines}.", RuntimeWarning, stacklevel=stacklevel)
+
+
+def top_k(problem, users, k, batch_size=None, max_memory=None):
+    """(items, scores) of shape (len(users), k): each of `users`' k best pool items by defined
+    score (ties by key), -1 and NaN past the pool's non-NaN items; CuPy arrays on the GPU
+    backend. The pool is the complement of problem.X_train."""
+    with on_device(problem):
+        if problem.device[0] == "gpu":
+            from . import _gpu
+            scorer = _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32)
+            return _gpu.top_k(problem.X_train, users, scorer, k, problem.seed, problem.break_ties_with_noise,
+                              batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
+        rows = batch_size or max(1, int((max_memory or DEFAULT_MAX_MEMORY) // (24 * max(1, problem.n_items))))
+        return _cpu.top_k(problem.X_train, users, problem.A, problem.B, problem.item_biases, k, problem.seed,
+                          problem.break_ties_with_noise, rows)

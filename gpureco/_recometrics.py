@@ -1,14 +1,16 @@
-"""calc_reco_metrics: recometrics' function of that name, with the definitions of docs/metrics.md."""
+"""calc_reco_metrics: recometrics' function of that name, with the definitions of docs/metrics.md.
+
+A translation of recometrics' flags and defaults into the engine's Request; recometrics'
+defaults (k=5, P/AP/NDCG, dict or DataFrame output) live here and nowhere else.
+"""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
-from . import _backend, _cpu
 from . import _validation as v
-from ._engine import DEFAULT_MAX_MEMORY, Problem, evaluate, host_array, on_device, warn_nan
-from ._metrics import GAINS, METRICS, column_name
+from .engine._engine import Problem, run
+from .engine._registry import METRICS, column_name
 
 
 def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, precision=True,
@@ -138,17 +140,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     0  0.5  0.613147
     1  0.5  1.000000
     """
-    X_train, X_test = interactions(X_train, X_test)
+    X_train, X_test = v.interactions(X_train, X_test)
     n_users, n_items = X_test.shape
-    backend = _backend.resolve_device(device)
-    problem = Problem(X_train, X_test, None, None, None, 0, False, backend, bool(tf32))
-    with on_device(problem):
-        if backend[0] == "gpu":
-            A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
-        else:
-            A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
-                                               for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
-                                             n_users, n_items)
     k = v.check_int(k, "k", low=1, high=n_items)
     flags = dict(precision=precision, trunc_precision=trunc_precision, recall=recall,
                  average_precision=average_precision, trunc_average_precision=trunc_average_precision,
@@ -157,48 +150,16 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     if not names:
         raise ValueError("No metric selected: set at least one of " + ", ".join(f"{f}=True" for f in flags)
                          + ", or all_metrics=True.")
-    min_pos_test = v.check_int(min_pos_test, "min_pos_test", low=0)
-    min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
-    nthreads = v.resolve_nthreads(nthreads)
+    request = v.request(names, np.arange(1, k + 1) if cumulative else [k], X_test, min_pos_test=min_pos_test,
+                        min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
+                        nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
+    backend = v.backend_for(device, output, ("cupy",))
+    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
     seed = v.check_seed(seed)
-    check_gain(gain, X_test)
-    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
-    if output is not None:
-        v.check_choice(output, "output", ("cupy",))
-    if output == "cupy" and backend[0] != "gpu":
-        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
     v.check_disjoint(X_train, X_test)
-
     problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
-    cutoffs = np.arange(1, k + 1) if cumulative else np.array([k])
-    values, counts = evaluate(problem, names, cutoffs, min_pos_test=min_pos_test, min_items_pool=min_items_pool,
-                              consider_cold_start=bool(consider_cold_start), nthreads=nthreads, gain=gain,
-                              batch_size=batch_size, max_memory=max_memory)
-    warn_nan(counts, n_users)
-    if output == "cupy":
-        return _format(values, k, False, cumulative, rename_k, counts)
-    values = {name: _backend.to_host(a, name) for name, a in values.items()}
-    return _format(values, k, as_df, cumulative, rename_k, counts)
-
-
-def interactions(X_train, X_test):
-    """Validated host CSR copies of the training and test interactions (X_train None: empty)."""
-    if X_test is None:
-        raise ValueError("'X_test' is required; got None.")
-    X_test = v.as_csr(_backend.to_host(X_test, "X_test"), "X_test")
-    if not np.all(np.isfinite(X_test.data)):
-        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
-                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
-    if X_train is None:
-        X_train = sp.csr_array(X_test.shape)
-    return v.as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape), X_test
-
-
-def check_gain(gain, X_test):
-    v.check_choice(gain, "gain", GAINS)
-    if gain == "exponential" and X_test.nnz and X_test.data.max() >= 1024:
-        raise ValueError("gain='exponential' needs 'X_test' values below 1024 (2**v - 1 must be finite); "
-                         f"got a maximum of {float(X_test.data.max())!r}.")
+    values, counts = run(problem, request, on_device_output=output == "cupy")
+    return _format(values, k, as_df and output != "cupy", cumulative, rename_k, counts)
 
 
 def _format(values, k, as_df, cumulative, rename_k, counts):
@@ -219,96 +180,3 @@ def _format(values, k, as_df, cumulative, rename_k, counts):
     df = pd.DataFrame(columns)
     df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
     return df
-
-
-def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_with_noise=False, seed=1,
-          device="auto", output=None, batch_size=None, max_memory=None, tf32=False):
-    r"""Each user's top-K list: the K pool items (not in ``X_train``) of highest score.
-
-    Scores and ties are those of :func:`calc_reco_metrics`: the score of item i for user u is
-    the float64 sum of ``A[u, f] * B[i, f]`` in order f = 0..F-1 plus ``item_biases[i]``,
-    ties go to the lower item index (or the seeded key with ``break_ties_with_noise``), and
-    both backends return the same lists.
-
-    Parameters
-    ----------
-    A : array of shape (n_users, n_factors), or None
-    B : array of shape (n_items, n_factors), or None
-        Factors (None and None with ``item_biases``: a non-personalised model). NumPy arrays,
-        or GPU arrays (CuPy, ``__cuda_array_interface__``, CUDA DLPack) used without a copy.
-    k : int
-        List length, >= 1. On the GPU, K up to 1,024 runs in one pass over the scores; larger
-        K (and users with more near-ties than the kernel's buffer) take a full-row path.
-    X_train : sparse matrix of shape (n_users, n_items), default=None
-        Items never recommended to the user (consumed in training).
-    item_biases : array of shape (n_items,), default=None
-    users : array of int, default=None
-        Rows of A to list (default: every user), in the order wanted.
-    break_ties_with_noise, seed, device, batch_size, max_memory, tf32
-        As in :func:`calc_reco_metrics`.
-    output : {None, "cupy"}, default=None
-        "cupy" keeps the lists in GPU memory (GPU backend only).
-
-    Returns
-    -------
-    items : int64 array of shape (n_listed, k)
-        Item indices, best first; -1 where the user's pool has fewer than k items whose
-        score is not NaN (items with a NaN score are never listed).
-    scores : float64 array of shape (n_listed, k)
-        Their defined scores (NaN where items is -1).
-
-    Examples
-    --------
-    >>> import numpy as np, gpureco
-    >>> B = np.array([[0.0], [4.0], [3.0], [4.0]])
-    >>> items, scores = gpureco.top_k(np.ones((1, 1)), B, 2, device="cpu")
-    >>> items.tolist(), scores.tolist()
-    ([[1, 3]], [[4.0, 4.0]])
-    """
-    if A is None and B is None and item_biases is None:
-        raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
-    if (A is None) != (B is None):  # as_factors says so too, but the shapes are needed first
-        raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
-                         f"'item_biases'); got A={'None' if A is None else 'an array'}, "
-                         f"B={'None' if B is None else 'an array'}.")
-    n_items = np.shape(B)[0] if B is not None else np.shape(item_biases)[0]
-    n_users = np.shape(A)[0] if A is not None else (1 if X_train is None else X_train.shape[0])
-    if X_train is None:
-        X_train = sp.csr_array((n_users, n_items))
-    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
-    n_users = X_train.shape[0] if A is None else n_users
-    if X_train.shape != (n_users, n_items):
-        raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
-                         f"got {X_train.shape}.")
-    k = v.check_int(k, "k", low=1)
-    if users is None:
-        users = np.arange(n_users, dtype=np.int64)
-    else:
-        users = np.asarray(_backend.to_host(users, "users"))
-        if users.ndim != 1 or users.dtype.kind not in "iu" or (users.size and (users.min() < 0 or users.max() >= n_users)):
-            raise ValueError(f"'users' must be a 1-d array of user indices in [0, {n_users - 1}]; got "
-                             f"{users.dtype} values of shape {users.shape}.")
-        users = users.astype(np.int64)
-    seed = v.check_seed(seed)
-    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
-    backend = _backend.resolve_device(device)
-    if output is not None:
-        v.check_choice(output, "output", ("cupy",))
-        if backend[0] != "gpu":
-            raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} runs on the CPU.")
-    problem = Problem(X_train, X_train, None, None, None, seed, bool(break_ties_with_noise), backend, bool(tf32))
-    with on_device(problem):
-        if backend[0] == "gpu":
-            from . import _gpu
-            A, B, item_biases = v.as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
-            scorer = _gpu.FactorScores(A, B, item_biases, tf32)
-            items, scores = _gpu.top_k(X_train, users, scorer, k, seed, bool(break_ties_with_noise), batch_size,
-                                       max_memory or _gpu.DEFAULT_MAX_MEMORY)
-            if output == "cupy":
-                return items, scores
-            return host_array(items), host_array(scores)
-        A, B, item_biases = v.as_factors(*(None if x is None else _backend.to_host(x, name)
-                                           for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
-                                         n_users, n_items)
-        rows = batch_size or max(1, int((max_memory or DEFAULT_MAX_MEMORY) // (24 * max(1, n_items))))
-        return _cpu.top_k(X_train, users, A, B, item_biases, k, seed, bool(break_ties_with_noise), rows)

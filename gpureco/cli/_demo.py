@@ -6,11 +6,11 @@ import time
 import numpy as np
 from scipy.sparse.linalg import svds
 
-from ._api import calc_reco_metrics
-from ._interactions import to_csr
-from ._report import headline_columns, write_report
-from ._splitters import split_last_per_user
-from .datasets import make_interactions
+from .._recometrics import calc_reco_metrics
+from ..analysis._report import headline_columns, write_report
+from ..data._datasets import make_interactions
+from ..data._interactions import to_csr
+from ..data._splitters import split_last_per_user
 
 
 def most_popular(X_train):

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from . import _validation as v
+from .. import _validation as v
 
 SPLIT_TYPES = ("all", "separated", "joined")
 

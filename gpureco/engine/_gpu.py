@@ -29,11 +29,11 @@ _modules = {}
 
 def kernels_dir():
     """kernels/ inside an installed wheel (gpureco/kernels) or beside the package in a checkout."""
-    here = Path(__file__).resolve().parent
-    for folder in (here / "kernels", here.parent / "kernels"):
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package / "kernels", package.parent / "kernels"):
         if (folder / "common.cuh").is_file():
             return folder
-    raise RuntimeError(f"gpureco: the CUDA kernels (kernels/*.cu) are missing from this installation ({here}).")
+    raise RuntimeError(f"gpureco: the CUDA kernels (kernels/*.cu) are missing from this installation ({package}).")
 
 
 @functools.cache

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 import gpureco
-from gpureco import _optional, _report
+from gpureco import _optional
+from gpureco.analysis import _report
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_errors(args, error, match, tmp_path):
 
 
 def test_activity_buckets_keep_cold_start_users_apart():
-    from gpureco._report import _activity_buckets
+    from gpureco.analysis._report import _activity_buckets
     buckets = _activity_buckets([0, 1, 2, 5, 0, 9])
     assert list(buckets) == ["0", "1", "2-3", "4-7", "0", "8-15"]
     assert list(buckets.categories) == ["0", "1", "2-3", "4-7", "8-15"]

@@ -9,12 +9,12 @@ import pytest
 import scipy.stats
 
 import gpureco
-import gpureco._stats
-from gpureco._stats import holm, sign_flip_p_value
+import gpureco.analysis._stats
+from gpureco.analysis._stats import holm, sign_flip_p_value
 
 
 def test_docstring_examples():
-    failures, tried = doctest.testmod(gpureco._stats, optionflags=doctest.NORMALIZE_WHITESPACE)
+    failures, tried = doctest.testmod(gpureco.analysis._stats, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried > 0 and failures == 0
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpureco
-from gpureco import _backend
+from gpureco.engine import _backend
 from conftest import random_problem, to_csr
 
 

@@ -1,0 +1,88 @@
+"""top_k: each user's top-K list of a factor model, by the defined scores and the tie rule."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _validation as v
+from .engine import _backend
+from .engine._engine import Problem, host_array, top_k as engine_top_k
+
+
+def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_with_noise=False, seed=1,
+          device="auto", output=None, batch_size=None, max_memory=None, tf32=False):
+    r"""Each user's top-K list: the K pool items (not in ``X_train``) of highest score.
+
+    Scores and ties are those of :func:`calc_reco_metrics`: the score of item i for user u is
+    the float64 sum of ``A[u, f] * B[i, f]`` in order f = 0..F-1 plus ``item_biases[i]``,
+    ties go to the lower item index (or the seeded key with ``break_ties_with_noise``), and
+    both backends return the same lists.
+
+    Parameters
+    ----------
+    A : array of shape (n_users, n_factors), or None
+    B : array of shape (n_items, n_factors), or None
+        Factors (None and None with ``item_biases``: a non-personalised model). NumPy arrays,
+        or GPU arrays (CuPy, ``__cuda_array_interface__``, CUDA DLPack) used without a copy.
+    k : int
+        List length, >= 1. On the GPU, K up to 1,024 runs in one pass over the scores; larger
+        K (and users with more near-ties than the kernel's buffer) take a full-row path.
+    X_train : sparse matrix of shape (n_users, n_items), default=None
+        Items never recommended to the user (consumed in training).
+    item_biases : array of shape (n_items,), default=None
+    users : array of int, default=None
+        Rows of A to list (default: every user), in the order wanted.
+    break_ties_with_noise, seed, device, batch_size, max_memory, tf32
+        As in :func:`calc_reco_metrics`.
+    output : {None, "cupy"}, default=None
+        "cupy" keeps the lists in GPU memory (GPU backend only).
+
+    Returns
+    -------
+    items : int64 array of shape (n_listed, k)
+        Item indices, best first; -1 where the user's pool has fewer than k items whose
+        score is not NaN (items with a NaN score are never listed).
+    scores : float64 array of shape (n_listed, k)
+        Their defined scores (NaN where items is -1).
+
+    Examples
+    --------
+    >>> import numpy as np, gpureco
+    >>> B = np.array([[0.0], [4.0], [3.0], [4.0]])
+    >>> items, scores = gpureco.top_k(np.ones((1, 1)), B, 2, device="cpu")
+    >>> items.tolist(), scores.tolist()
+    ([[1, 3]], [[4.0, 4.0]])
+    """
+    if A is None and B is None and item_biases is None:
+        raise ValueError("No model given: pass factors 'A' and 'B', or 'item_biases' for a non-personalised model.")
+    if (A is None) != (B is None):  # as_factors says so too, but the shapes are needed first
+        raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
+                         f"'item_biases'); got A={'None' if A is None else 'an array'}, "
+                         f"B={'None' if B is None else 'an array'}.")
+    n_items = np.shape(B)[0] if B is not None else np.shape(item_biases)[0]
+    n_users = np.shape(A)[0] if A is not None else (1 if X_train is None else X_train.shape[0])
+    if X_train is None:
+        X_train = sp.csr_array((n_users, n_items))
+    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
+    n_users = X_train.shape[0] if A is None else n_users
+    if X_train.shape != (n_users, n_items):
+        raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
+                         f"got {X_train.shape}.")
+    k = v.check_int(k, "k", low=1)
+    if users is None:
+        users = np.arange(n_users, dtype=np.int64)
+    else:
+        users = np.asarray(_backend.to_host(users, "users"))
+        if users.ndim != 1 or users.dtype.kind not in "iu" or (users.size and (users.min() < 0 or users.max() >= n_users)):
+            raise ValueError(f"'users' must be a 1-d array of user indices in [0, {n_users - 1}]; got "
+                             f"{users.dtype} values of shape {users.shape}.")
+        users = users.astype(np.int64)
+    seed = v.check_seed(seed)
+    batch_size, max_memory = v.check_sizes(batch_size, max_memory)
+    backend = v.backend_for(device, output, ("cupy",))
+    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
+    problem = Problem(X_train, X_train, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
+    items, scores = engine_top_k(problem, users, k, batch_size, max_memory)
+    if output == "cupy":
+        return items, scores
+    return host_array(items), host_array(scores)
