@@ -1,4 +1,4 @@
-"""Beyond-accuracy metrics of top-K lists, written once over an array namespace (numpy or cupy).
+"""Beyond-accuracy metrics of top-K lists, computed on the host with NumPy for any input device.
 
 A list matrix has one row per user and the recommended item indices in list order; -1 marks
 an empty position (a list shorter than its row). The formulas are in docs/metrics.md
@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import _validation as v
-from .engine._backend import array_module
+from .engine import _backend
 from .engine._registry import BEYOND_METRICS, parse_metrics
 
 _CHUNK = 2**24  # floats of gathered item vectors held at once by intra_list_diversity
@@ -79,7 +79,9 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
     -------
     dict
         ``{"ILD@10": array of shape (n_users,), "Coverage@10": float, ...}`` in the order asked;
-        per-list arrays are float64 on the backend of ``lists`` (cupy arrays stay on the GPU).
+        per-list arrays are float64, CuPy arrays when ``lists`` is one. Every value is computed
+        on the host with NumPy, whatever the inputs' device (GPU inputs are copied), so the
+        numbers never depend on the device (docs/architecture.md, the determinism rule).
 
     Notes
     -----
@@ -95,10 +97,14 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
     >>> out["Coverage@2"], round(out["Gini@2"], 4), out["ARP@2"].tolist()
     (0.75, 0.45, [6.0, 5.0, 9.0])
     """
-    xp = array_module(lists, popularity, item_vectors, baseline)
+    lists_on_gpu = _backend.array_module(lists) is not np
+    lists, popularity, item_vectors, baseline = (
+        None if x is None else _backend.to_host(x, name)
+        for x, name in ((lists, "lists"), (popularity, "popularity"), (item_vectors, "item_vectors"),
+                        (baseline, "baseline")))
     selection = parse_metrics(metrics, k, allowed=[m.column for m in BEYOND_METRICS])
     n_items = v.check_int(n_items, "n_items", low=1)
-    lists = _as_lists(xp, lists, "lists", n_items)
+    lists = _as_lists(lists, "lists", n_items)
     needs = {"Surprisal@K": ("popularity", "n_train_users"), "ARP@K": ("popularity",), "Tail@K": ("popularity",),
              "ILD@K": ("item_vectors",), "Unexpectedness@K": ("baseline",)}
     given = dict(popularity=popularity, n_train_users=n_train_users, item_vectors=item_vectors, baseline=baseline)
@@ -107,153 +113,155 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
         if missing:
             raise ValueError(f"Metric {name} in 'metrics' needs {' and '.join(repr(a) for a in missing)}; got None.")
     if popularity is not None:
-        popularity = xp.asarray(popularity, dtype=xp.float64)
-        if popularity.shape != (n_items,) or bool(xp.any(popularity < 0)):
+        popularity = np.asarray(popularity, dtype=np.float64)
+        if popularity.shape != (n_items,) or bool(np.any(popularity < 0)):
             raise ValueError(f"'popularity' must hold n_items={n_items} non-negative counts; got shape "
                              f"{popularity.shape}.")
     if n_train_users is not None:
         n_train_users = v.check_int(n_train_users, "n_train_users", low=2)
     if baseline is not None:
-        baseline = _as_lists(xp, baseline, "baseline", n_items)
+        baseline = _as_lists(baseline, "baseline", n_items)
         if baseline.shape[0] != lists.shape[0]:
             raise ValueError(f"'baseline' must have one row per row of 'lists' ({lists.shape[0]}); "
                              f"got shape {baseline.shape}.")
     if item_vectors is not None:
-        item_vectors = _unit_vectors(xp, item_vectors, lists, n_items)
+        item_vectors = _unit_vectors(item_vectors, lists, n_items)
     head_fraction = v.check_fraction(head_fraction, "head_fraction")
 
     out = {}
     for name, cutoff in selection.columns:
         top = lists[:, :cutoff]
-        exposure = xp.bincount(top[top >= 0], minlength=n_items)
+        exposure = np.bincount(top[top >= 0], minlength=n_items)
         column = name[: -len("@K")] + f"@{cutoff}"
         if name == "Coverage@K":
-            out[column] = item_coverage(xp, exposure)
+            out[column] = item_coverage(exposure)
         elif name == "Gini@K":
-            out[column] = gini_index(xp, exposure)
+            out[column] = gini_index(exposure)
         elif name == "Entropy@K":
-            out[column] = exposure_entropy(xp, exposure)
+            out[column] = exposure_entropy(exposure)
         elif name == "Surprisal@K":
-            out[column] = surprisal(xp, top, popularity, n_train_users)
+            out[column] = surprisal(top, popularity, n_train_users)
         elif name == "ARP@K":
-            out[column] = average_popularity(xp, top, popularity)
+            out[column] = average_popularity(top, popularity)
         elif name == "Tail@K":
-            out[column] = tail_percentage(xp, top, popularity, head_fraction)
+            out[column] = tail_percentage(top, popularity, head_fraction)
         elif name == "ILD@K":
-            out[column] = intra_list_diversity(xp, top, item_vectors)
+            out[column] = intra_list_diversity(top, item_vectors)
         elif name == "Unexpectedness@K":
-            out[column] = unexpectedness(xp, top, baseline[:, :cutoff], n_items)
+            out[column] = unexpectedness(top, baseline[:, :cutoff], n_items)
+    if lists_on_gpu:
+        out = {column: _backend.cupy().asarray(a) if isinstance(a, np.ndarray) else a for column, a in out.items()}
     return out
 
 
-def item_coverage(xp, exposure):
+def item_coverage(exposure):
     """Share of the catalogue in at least one list."""
-    return float(xp.count_nonzero(exposure)) / exposure.shape[0]
+    return float(np.count_nonzero(exposure)) / exposure.shape[0]
 
 
-def gini_index(xp, exposure):
+def gini_index(exposure):
     """Gini index of the exposure counts of every item (zeros included); NaN without exposure."""
-    e = xp.sort(exposure).astype(xp.float64)
+    e = np.sort(exposure).astype(np.float64)
     n, total = e.shape[0], float(e.sum())
     if total == 0:
         return math.nan
-    j = xp.arange(1, n + 1, dtype=xp.float64)
+    j = np.arange(1, n + 1, dtype=np.float64)
     return float(((2 * j - n - 1) * e).sum()) / (n * total)
 
 
-def exposure_entropy(xp, exposure):
+def exposure_entropy(exposure):
     """Shannon entropy (bits) of the exposure shares of the exposed items; 0 without exposure."""
-    e = exposure[exposure > 0].astype(xp.float64)
+    e = exposure[exposure > 0].astype(np.float64)
     p = e / e.sum()
-    return float(-(p * xp.log2(p)).sum())
+    return float(-(p * np.log2(p)).sum())
 
 
-def surprisal(xp, lists, popularity, n_train_users):
+def surprisal(lists, popularity, n_train_users):
     """Per list: mean of log2(N / max(c_i, 1)) / log2(N) over its items (RePlay's normalisation)."""
-    information = xp.log2(n_train_users / xp.maximum(popularity, 1.0)) / math.log2(n_train_users)
-    return _list_mean(xp, lists, information)
+    information = np.log2(n_train_users / np.maximum(popularity, 1.0)) / math.log2(n_train_users)
+    return _list_mean(lists, information)
 
 
-def average_popularity(xp, lists, popularity):
+def average_popularity(lists, popularity):
     """Per list: mean training popularity of its items."""
-    return _list_mean(xp, lists, popularity)
+    return _list_mean(lists, popularity)
 
 
-def tail_percentage(xp, lists, popularity, head_fraction):
+def tail_percentage(lists, popularity, head_fraction):
     """Per list: fraction of its items outside the ceil(head_fraction * n_items) most popular."""
     n_items = popularity.shape[0]
-    by_popularity = xp.lexsort(xp.stack([xp.arange(n_items), -popularity]))  # ties: lower index first
-    tail = xp.ones(n_items, dtype=xp.float64)
+    by_popularity = np.lexsort(np.stack([np.arange(n_items), -popularity]))  # ties: lower index first
+    tail = np.ones(n_items, dtype=np.float64)
     tail[by_popularity[: math.ceil(round(head_fraction * n_items, 9))]] = 0.0  # 0.07 * 100 is 7.000...01
-    return _list_mean(xp, lists, tail)
+    return _list_mean(lists, tail)
 
 
-def intra_list_diversity(xp, lists, unit_vectors):
+def intra_list_diversity(lists, unit_vectors):
     """Per list of L >= 2 items: 1 - (sum over pairs a < b of cos(x_a, x_b)) / (L (L - 1) / 2)."""
     n_users, width = lists.shape
-    out = xp.full(n_users, xp.nan)
+    out = np.full(n_users, np.nan)
     chunk = max(1, _CHUNK // max(1, width * unit_vectors.shape[1]))
     for start in range(0, n_users, chunk):
         top = lists[start: start + chunk]
         listed = top >= 0
-        vectors = unit_vectors[xp.where(listed, top, 0)] * listed[:, :, None]
-        length = listed.sum(axis=1).astype(xp.float64)
+        vectors = unit_vectors[np.where(listed, top, 0)] * listed[:, :, None]
+        length = listed.sum(axis=1).astype(np.float64)
         total = vectors.sum(axis=1)
         pair_sum = ((total * total).sum(axis=1) - (vectors * vectors).sum(axis=(1, 2))) / 2.0
         with np.errstate(divide="ignore", invalid="ignore"):
             ild = 1.0 - pair_sum / (length * (length - 1.0) / 2.0)
-        out[start: start + chunk] = xp.where(length >= 2, ild, xp.nan)
+        out[start: start + chunk] = np.where(length >= 2, ild, np.nan)
     return out
 
 
-def unexpectedness(xp, lists, baseline, n_items):
+def unexpectedness(lists, baseline, n_items):
     """Per list: fraction of its items not in the same row of `baseline`."""
-    rows = xp.arange(lists.shape[0], dtype=xp.int64)[:, None] * (n_items + 1)
-    known = xp.sort((rows + baseline)[baseline >= 0])  # one key per (row, item) of the baseline
-    known = xp.concatenate([known, xp.asarray([np.iinfo(np.int64).max], dtype=xp.int64)])  # sentinel
+    rows = np.arange(lists.shape[0], dtype=np.int64)[:, None] * (n_items + 1)
+    known = np.sort((rows + baseline)[baseline >= 0])  # one key per (row, item) of the baseline
+    known = np.concatenate([known, np.asarray([np.iinfo(np.int64).max], dtype=np.int64)])  # sentinel
     keys = rows + lists
-    found = known[xp.searchsorted(known, keys)] == keys
+    found = known[np.searchsorted(known, keys)] == keys
     listed = lists >= 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (listed & ~found).sum(axis=1) / listed.sum(axis=1).astype(xp.float64)
+        return (listed & ~found).sum(axis=1) / listed.sum(axis=1).astype(np.float64)
 
 
-def _list_mean(xp, lists, item_values):
+def _list_mean(lists, item_values):
     """Per list: mean of item_values over its items; NaN for an empty list."""
     listed = lists >= 0
-    values = xp.where(listed, item_values[xp.where(listed, lists, 0)], 0.0)
+    values = np.where(listed, item_values[np.where(listed, lists, 0)], 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return values.sum(axis=1) / listed.sum(axis=1).astype(xp.float64)
+        return values.sum(axis=1) / listed.sum(axis=1).astype(np.float64)
 
 
-def _as_lists(xp, lists, name, n_items):
-    lists = xp.asarray(lists)
+def _as_lists(lists, name, n_items):
+    lists = np.asarray(lists)
     if lists.ndim != 2 or lists.dtype.kind not in "iu":
         raise TypeError(f"'{name}' must be a 2-dimensional int array (users x list positions); got "
                         f"shape {lists.shape} and dtype {lists.dtype}.")
-    lists = lists.astype(xp.int64)
+    lists = lists.astype(np.int64)
     if lists.size and (int(lists.min()) < -1 or int(lists.max()) >= n_items):
         raise ValueError(f"'{name}' must hold item indices in [0, {n_items - 1}] or -1 (empty position); got "
                          f"values from {int(lists.min())} to {int(lists.max())}.")
-    ordered = xp.sort(lists, axis=1)
+    ordered = np.sort(lists, axis=1)
     repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
     if bool(repeated.any()):
-        row = int(xp.flatnonzero(repeated.any(axis=1))[0])
+        row = int(np.flatnonzero(repeated.any(axis=1))[0])
         raise ValueError(f"'{name}' must not hold an item twice in a list; row {row} does "
                          f"({int(repeated.any(axis=1).sum())} rows do).")
     return lists
 
 
-def _unit_vectors(xp, item_vectors, lists, n_items):
-    vectors = xp.asarray(item_vectors, dtype=xp.float64)
+def _unit_vectors(item_vectors, lists, n_items):
+    vectors = np.asarray(item_vectors, dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != n_items:
         raise ValueError(f"'item_vectors' must have shape (n_items={n_items}, d); got {vectors.shape}.")
-    norms = xp.sqrt((vectors * vectors).sum(axis=1))
-    used = xp.zeros(n_items, dtype=bool)
+    norms = np.sqrt((vectors * vectors).sum(axis=1))
+    used = np.zeros(n_items, dtype=bool)
     used[lists[lists >= 0]] = True
-    bad = used & ~(xp.isfinite(norms) & (norms > 0))
+    bad = used & ~(np.isfinite(norms) & (norms > 0))
     if bool(bad.any()):
         raise ValueError(f"'item_vectors' of listed items must be finite and non-zero (cosine similarity is "
-                         f"undefined otherwise); item {int(xp.flatnonzero(bad)[0])} is not "
+                         f"undefined otherwise); item {int(np.flatnonzero(bad)[0])} is not "
                          f"({int(bad.sum())} listed items are not).")
-    return vectors / xp.where(norms > 0, norms, 1.0)[:, None]
+    return vectors / np.where(norms > 0, norms, 1.0)[:, None]

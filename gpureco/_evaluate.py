@@ -85,7 +85,6 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
 def _score_rows(scores, n_users, n_items, on_gpu):
     """users -> float64 (len(users), n_items) score rows, on the backend's device."""
     xp = _backend.cupy() if on_gpu else np
-    convert = (lambda x, name: _backend.to_device(x)) if on_gpu else (lambda x, name: np.asarray(_backend.to_host(x, name)))
 
     def checked(rows, what, shape):
         if rows.dtype.kind not in "fiub":
@@ -94,15 +93,16 @@ def _score_rows(scores, n_users, n_items, on_gpu):
             raise ValueError(f"{what} must have shape {shape}; got {tuple(rows.shape)}.")
         return rows
 
+    def on_backend(x, what, shape):
+        x = v.host_array_or_device(x, what)
+        if isinstance(x, np.ndarray):  # checked on the host, before it moves
+            checked(x, what, shape)
+        return checked(_backend.to_device(x) if on_gpu else np.asarray(_backend.to_host(x, what)), what, shape)
+
     if callable(scores):
         def from_function(users):
-            rows = scores(users)
-            try:
-                rows = convert(rows, "score_fn's result")
-            except (TypeError, ValueError) as error:
-                raise TypeError(f"score_fn's result must be an array; got {type(rows).__name__} ({error}).") from None
-            rows = checked(rows, f"score_fn's result for {users.shape[0]} users", (users.shape[0], n_items))
+            rows = on_backend(scores(users), f"score_fn's result for {users.shape[0]} users", (users.shape[0], n_items))
             return xp.asarray(rows, dtype=xp.float64)
         return from_function
-    matrix = checked(convert(scores, "scores"), "'scores'", (n_users, n_items))
+    matrix = on_backend(scores, "'scores'", (n_users, n_items))
     return lambda users: xp.asarray(matrix[users], dtype=xp.float64)

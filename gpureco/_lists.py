@@ -139,7 +139,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     entry_rank = np.where(known_keys[at] == entry_key, known_ranks[at], max_k + 1)
 
     n_test = np.bincount(entries["_row"].to_numpy(np.int64), minlength=len(rows)).astype(np.int64)
-    values = metrics_from_ranks(np, entry_rank, entries["_gain"].to_numpy(np.float64), n_test,
+    values = metrics_from_ranks(entry_rank, entries["_gain"].to_numpy(np.float64), n_test,
                                 n_test + max_k + 1,  # a pool larger than any cut-off, with negatives: rules 6, 7 never apply
                                 selection.cutoffs, selection.names, np.ones(len(rows), bool), gain=gain)
     index = pd.MultiIndex.from_frame(rows[keys]) if group_by else pd.Index(rows["user"], name="user")

@@ -75,11 +75,35 @@ def resolve_nthreads(nthreads):
     return resolved
 
 
-def _check_real_dtype(dtype, name):
+def _check_real_dtype(dtype, name, quoted=True):
+    label = f"'{name}'" if quoted else name
     if dtype.kind == "c":
-        raise TypeError(f"'{name}' must hold real numbers; got complex dtype {dtype}.")
+        raise TypeError(f"{label} must hold real numbers; got complex dtype {dtype}.")
     if dtype.kind not in "biuf":
-        raise TypeError(f"'{name}' must hold numbers; got dtype {dtype}.")
+        raise TypeError(f"{label} must hold numbers; got dtype {dtype}.")
+
+
+def host_array_or_device(value, label):
+    """`value` unchanged if it lives in GPU memory, else as a NumPy array: a host input is then
+    checked on the host before it moves, so no message comes from NumPy or CuPy (CuPy would
+    say 'Unsupported dtype <U1')."""
+    if _backend.is_device_array(value):
+        return value
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError):  # ragged nested lists, objects NumPy cannot read
+        raise TypeError(f"{label} must be a rectangular array of numbers (rows of equal length); got a "
+                        f"{type(value).__name__} that is not.") from None
+
+
+def real_array(value, label, asarray=np.asarray):
+    """`value` as an array of real numbers where `asarray` puts it (_backend.to_device: the GPU)."""
+    value = host_array_or_device(value, label)
+    if isinstance(value, np.ndarray):
+        _check_real_dtype(value.dtype, label, quoted=False)
+    array = asarray(value)
+    _check_real_dtype(array.dtype, label, quoted=False)
+    return array
 
 
 def _check_compressed_structure(X, name):
@@ -143,11 +167,7 @@ def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=np.asarray):
             continue
         if sp.issparse(value):
             raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
-        try:
-            arr = asarray(value)
-        except ValueError as error:  # ragged nested lists
-            raise TypeError(f"'{name}' must be a rectangular array of numbers; NumPy says: {error}") from None
-        _check_real_dtype(arr.dtype, name)
+        arr = real_array(value, f"'{name}'", asarray)
         if name == "item_biases" and arr.ndim == 2 and 1 in arr.shape:
             arr = arr.reshape(-1)
         if arr.ndim != ndim:

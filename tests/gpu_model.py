@@ -1,12 +1,18 @@
 """A NumPy model of the GPU backend's device, for machines without one (CI).
 
-`fake_cupy()` is a module that answers the CuPy calls gpureco/_gpu.py makes with NumPy,
-and whose RawModule functions are the kernels of kernels/*.cu restated in NumPy, block by
-block, with the same arguments. With it, the GPU backend's orchestration (batches, tiles,
-test-item sorting, prefix sums, pool-statistics fallback, top-K candidates and selection,
-out-of-memory halving) runs against the CPU engine. The CUDA code itself is covered by
-test_kernels.py (it compiles; its shared definitions equal the CPU engine's) and, on a
-GPU, by test_gpu.py.
+`fake_cupy()` is a module that answers the CuPy calls gpureco/engine/_gpu.py makes with
+NumPy, and whose RawModule functions are the kernels of kernels/*.cu restated in NumPy,
+block by block, with the same arguments. With it, the GPU backend's orchestration (batches,
+tiles, test-item sorting, prefix sums, pool-statistics fallback, top-K candidates and
+selection, out-of-memory halving) runs against the CPU engine. The real kernels run under
+the host emulation of tests/emulation; on a GPU, tests/engine/test_gpu.py runs them.
+
+The model's device is adversarial where a real GPU's float arithmetic is unspecified:
+`bincount` with float weights adds in a random order (float atomics), `cumsum` of floats is
+a blocked scan with random blocks (a parallel scan), and `log2`, `log`, `exp2` and `power`
+are off by one unit in the last place for random elements (CUDA's math library is not
+correctly rounded). A float that gpureco returns after passing through one of them differs
+from the CPU's, run to run: the determinism rule (docs/architecture.md) is tested here.
 """
 import contextlib
 import types
@@ -128,6 +134,55 @@ def topk_tile(grid, block, args):
             count[b] = n + added
 
 
+class DeviceArray(np.ndarray):
+    """The model's device arrays: NumPy arrays of their own type, so that a host array is not
+    taken for a device one (isinstance(x, cupy.ndarray)) and really goes through asarray."""
+
+
+def _numbers_only(convert):
+    def checked(*args, **kwargs):
+        array = convert(*args, **kwargs)
+        if array.dtype.kind not in "biufc":
+            raise ValueError(f"Unsupported dtype {array.dtype}")  # CuPy's words, which must never reach a user
+        return array.view(DeviceArray)
+    return checked
+
+
+def _adversarial_float_arithmetic(cupy, rng):
+    """Float operations whose order or rounding a real GPU does not specify, made to vary."""
+    def bincount(x, weights=None, minlength=0):
+        if weights is None or np.asarray(weights).dtype.kind != "f":
+            return np.bincount(x, weights, minlength)
+        order = rng.permutation(np.asarray(x).shape[0])  # atomics add in arrival order
+        return np.bincount(np.asarray(x)[order], np.asarray(weights)[order], minlength)
+
+    def cumsum(a, axis=None, dtype=None, out=None):
+        result = np.cumsum(a, axis=axis, dtype=dtype, out=out)
+        if result.dtype.kind != "f" or result.ndim != 1 or result.shape[0] < 4:
+            return result
+        block = int(rng.integers(2, result.shape[0]))  # a scan by blocks: block sums first
+        values = np.asarray(a, dtype=result.dtype)
+        for begin in range(block, result.shape[0], block):
+            result[begin: begin + block] = np.cumsum(values[begin: begin + block]) + result[begin - 1]
+        return result
+
+    def off_by_an_ulp(function):
+        def inexact(*args, **kwargs):
+            result = np.asarray(function(*args, **kwargs))
+            if result.dtype.kind == "f" and result.size:
+                nudge = rng.random(result.shape) < 0.3
+                result = np.where(nudge, np.nextafter(result, np.inf), result)
+            return result
+        return inexact
+
+    cupy.bincount, cupy.cumsum = bincount, cumsum
+    for name in ("asarray", "array", "ascontiguousarray"):  # CuPy holds numbers only, and says so its own way
+        setattr(cupy, name, _numbers_only(getattr(np, name)))
+    cupy.ndarray = DeviceArray
+    for name in ("log2", "log", "exp2", "power"):
+        setattr(cupy, name, off_by_an_ulp(getattr(np, name)))
+
+
 class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
@@ -147,6 +202,7 @@ def fake_cupy(fail_above=None):
     for name in dir(np):
         if not name.startswith("__"):
             setattr(cupy, name, getattr(np, name))
+    _adversarial_float_arithmetic(cupy, np.random.default_rng())
 
     class Device:
         def __init__(self, index=0):

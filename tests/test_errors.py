@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 
 import gpureco
+from gpu_model import model_device
 
 rng = np.random.default_rng(0)
 X_TRAIN = sp.csr_array(np.array([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=float))
@@ -67,6 +68,17 @@ def test_calc_reco_metrics_rejects(change, error, message):
     kw = dict(X_train=X_TRAIN, X_test=X_TEST, A=A, B=B, k=2)
     kw.update(change)
     with pytest.raises(error, match=message):
+        gpureco.calc_reco_metrics(**kw)
+
+
+@pytest.mark.parametrize("change,error,message", [c for c in CASES if "device" not in c[0]],
+                         ids=[c[2][:40] for c in CASES if "device" not in c[0]])
+def test_calc_reco_metrics_rejects_the_same_on_the_gpu_backend(change, error, message, monkeypatch):
+    """The same messages when the inputs go to a GPU (the NumPy model of one, whose asarray
+    refuses strings with CuPy's own words): inputs are checked before they move."""
+    kw = dict(X_train=X_TRAIN, X_test=X_TEST, A=A, B=B, k=2, device="gpu")
+    kw.update(change)
+    with model_device(monkeypatch), pytest.raises(error, match=message):
         gpureco.calc_reco_metrics(**kw)
 
 

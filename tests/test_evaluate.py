@@ -1,5 +1,6 @@
 """gpureco.evaluate: score matrices and score functions give the factor model's numbers,
 the reference's numbers, and clear errors; on both backends (and the device model)."""
+import contextlib
 import warnings
 
 import numpy as np
@@ -110,9 +111,13 @@ BAD = [
 
 
 @pytest.mark.parametrize("bad,error,match", BAD)
-def test_errors(bad, error, match):
+@pytest.mark.parametrize("device", ["cpu", "model-gpu"])
+def test_errors(bad, error, match, device, monkeypatch):
+    """The same messages on the GPU backend (the NumPy model, whose asarray refuses strings
+    with CuPy's words): inputs are checked before they move to the device."""
     X_test = np.eye(4, 5)
-    kw = dict(scores=np.zeros((4, 5)), X_test=X_test, metrics=["P@2"], device="cpu")
+    kw = dict(scores=np.zeros((4, 5)), X_test=X_test, metrics=["P@2"], device="cpu" if device == "cpu" else "gpu")
     kw.update(bad)
-    with pytest.raises(error, match=match):
-        quiet(gpureco.evaluate, **kw)
+    with model_device(monkeypatch) if device != "cpu" else contextlib.nullcontext():
+        with pytest.raises(error, match=match):
+            quiet(gpureco.evaluate, **kw)

@@ -74,13 +74,15 @@ class Request:
 def run(problem, request, on_device_output=False):
     """({name: per-user values}, {NaN rule: number of users}): the metrics of `request.names`
     at `request.cutoffs` (2-d arrays (n_users, n_cut) for @K metrics, 1-d for the AUCs), with
-    one warning for the users whose metrics are NaN. Host (NumPy) arrays, or CuPy arrays
-    left in GPU memory with `on_device_output` on the GPU backend."""
+    one warning for the users whose metrics are NaN. NumPy arrays, or with `on_device_output`
+    CuPy arrays on the problem's GPU (copies of the host values: the metrics are always
+    computed on the host, see _metrics)."""
     with on_device(problem):
         values, counts = _evaluate(problem, request)
     warn_nan(counts, problem.n_users, stacklevel=4)  # the warning points at the caller's call
-    if not on_device_output:
-        values = {name: host_array(a) for name, a in values.items()}
+    if on_device_output:
+        with on_device(problem):
+            values = {name: _backend.cupy().asarray(a) for name, a in values.items()}
     return values, counts
 
 
@@ -92,18 +94,15 @@ def _evaluate(problem, request):
     n_train = np.diff(problem.X_train.indptr)
     n_pool = problem.n_items - n_train
     no_scores = np.zeros(problem.n_users)
-    reason = nan_reasons(np, n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
+    reason = nan_reasons(n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
     users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
     if problem.device[0] == "gpu":
         from . import _gpu
-        xp = _backend.cupy()
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         ranking = _gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
-        n_test, n_pool, n_train = xp.asarray(n_test), xp.asarray(n_pool), xp.asarray(n_train)
     else:
-        xp = np
         # given scores: float64 rows and their transposed copy
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
         rows = batch_size_for(problem.n_items, itemsize, request.nthreads, max_memory or DEFAULT_MAX_MEMORY,
@@ -111,14 +110,15 @@ def _evaluate(problem, request):
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
         ranking = _cpu.rank_users(problem, users, rows, request.nthreads, max_rank)
-    reason = nan_reasons(xp, n_test, n_pool, n_train, ranking.nonfinite.astype(bool), ranking.pool_min,
-                         ranking.pool_max, min_pos_test, min_items_pool, consider_cold_start)
-    gains = xp.asarray(problem.X_test.data, dtype=xp.float64)
-    values = metrics_from_ranks(xp, ranking.ranks, gains, n_test, n_pool, xp.asarray(cutoffs, dtype=xp.int64),
-                                names, reason == 0, gain=request.gain)
-    ndcg_nan = values["NDCG@K"][:, 0] if "NDCG@K" in values else None
-    counts = nan_counts(set(values), host_array(reason), host_array(n_pool), host_array(n_test),
-                        int(max(cutoffs, default=0)), None if ndcg_nan is None else np.isnan(host_array(ndcg_nan)))
+    # integers from here on: the metrics are computed on the host, in one defined order
+    ranks, nonfinite = host_array(ranking.ranks), host_array(ranking.nonfinite).astype(bool)
+    pool_min, pool_max = host_array(ranking.pool_min), host_array(ranking.pool_max)
+    reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, min_pos_test, min_items_pool,
+                         consider_cold_start)
+    values = metrics_from_ranks(ranks, problem.X_test.data.astype(np.float64), n_test, n_pool,
+                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain)
+    ndcg_nan = np.isnan(values["NDCG@K"][:, 0]) if "NDCG@K" in values else None
+    counts = nan_counts(set(values), reason, n_pool, n_test, int(max(cutoffs, default=0)), ndcg_nan)
     return values, counts
 
 
