@@ -45,7 +45,7 @@ def _random_ranks(rng, n_users):
     n_test = np.minimum(rng.integers(0, 8, n_users), n_pool - 1)
     ranks = np.concatenate([np.sort(rng.choice(np.arange(1, p + 1), t, replace=False)) for p, t in zip(n_pool, n_test)]
                            + [np.zeros(0, dtype=np.int64)])
-    gains = rng.integers(0, 5, ranks.shape[0]).astype(np.float64)
+    gains = rng.integers(0, 5, ranks.shape[0]) * rng.choice([1.0, 0.37], ranks.shape[0])  # graded, not all integers
     return ranks.astype(np.int64), gains, n_test.astype(np.int64), n_pool.astype(np.int64)
 
 
@@ -66,6 +66,22 @@ def test_metrics_do_not_depend_on_the_order_of_users_or_entries(seed, gain):
                              gain=gain)
     for name in ALL:
         np.testing.assert_array_equal(got[name], want[name][users], err_msg=name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), grid=st.lists(st.integers(1, 40), min_size=1, max_size=6, unique=True))
+def test_a_metric_at_k_does_not_depend_on_the_other_cutoffs(seed, grid):
+    rng = np.random.default_rng(seed)
+    ranks, gains, n_test, n_pool = _random_ranks(rng, 30)
+    valid = n_test > 0
+    cutoffs = np.array(sorted(grid))
+    together = metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, ALL, valid)
+    for c, k in enumerate(cutoffs):
+        alone = metrics_from_ranks(ranks, gains, n_test, n_pool, np.array([k]), ALL, valid)
+        for name in ALL:
+            np.testing.assert_array_equal(together[name][:, c] if together[name].ndim == 2 else together[name],
+                                          alone[name][:, 0] if alone[name].ndim == 2 else alone[name],
+                                          err_msg=f"{name}@{k}")
 
 
 def _devices():

@@ -10,6 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 
+import nvrtc
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import exact_scores, tie_keys
 from gpureco.engine._scores import order_key
@@ -32,23 +33,31 @@ def test_kernel_compiles_with_nvcc(tmp_path, source, arch):
     assert result.returncode == 0, result.stderr
 
 
+NVRTC, NVRTC_MISSING = nvrtc.library()
+ENTRIES = {"rank_tile": ("rank_tile",), "topk_tile": ("topk_tile",), "exact_scores": ("pair_scores", "pool_stats")}
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 @pytest.mark.parametrize("source", KERNELS, ids=lambda path: path.name)
 def test_kernel_compiles_with_nvrtc_as_at_run_time(source, arch):
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed")
-    try:
-        nvrtc.getVersion()
-    except Exception as error:  # CuPy without the NVRTC library
-        pytest.skip(f"NVRTC is not usable here: {error}")
-    program = nvrtc.createProgram(source.read_text(), source.name, [], [])
-    try:  # CuPy always adds -ftz=true
-        nvrtc.compileProgram(program, [*_gpu.compile_options(), f"-arch={arch}", "-ftz=true"])
-    except nvrtc.NVRTCError:
-        pytest.fail(nvrtc.getProgramLog(program))
-    ptx = nvrtc.getPTX(program).decode()
-    assert len(ptx) > 1000
+    """The source, options and compiler of cupy.RawModule (which always adds -ftz=true)."""
+    ptx, log = nvrtc.compile_to_ptx(NVRTC, source.read_text(), source.name,
+                                    [*_gpu.compile_options(), f"-arch={arch}", "-ftz=true"])
+    assert ptx is not None, log
+    assert f".target sm_{arch[-2:]}" in ptx
+    for name in ENTRIES[source.stem]:  # the functions gpureco/engine/_gpu.py asks the module for
+        assert f".entry {name}_f32" in ptx and f".entry {name}_f64" in ptx, name
     if source.stem == "exact_scores":  # defined scores: subnormal float32 factors are not flushed
         assert "cvt.f64.f32" in ptx and "cvt.ftz.f64.f32" not in ptx
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
+def test_nvrtc_reports_a_broken_kernel():
+    """The NVRTC check can fail: a syntax error comes back with its log."""
+    ptx, log = nvrtc.compile_to_ptx(NVRTC, 'extern "C" __global__ void k(int* x) { x[0] = ; }', "broken.cu",
+                                    ["-arch=compute_90"])
+    assert ptx is None and "error" in log
 
 
 def host_program(tmp_path, body):

@@ -1,0 +1,60 @@
+"""NVRTC, the compiler CuPy runs when it loads a kernel, called through ctypes: no CuPy and no
+GPU needed (compiling to PTX needs neither a driver nor a device). The library comes from the
+nvidia-cuda-nvrtc wheel (the test extra installs it), from a CuPy installation's toolkit, or
+from a CUDA toolkit (CUDA_PATH, /usr/local/cuda)."""
+import ctypes
+import importlib.util
+import os
+from pathlib import Path
+
+
+def _candidates():
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations if spec else []):
+        yield from sorted(Path(base).glob("cu*/lib/libnvrtc.so*"))
+        yield from sorted(Path(base).glob("cuda_nvrtc/lib/libnvrtc.so*"))
+    for root in (os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            yield from sorted(Path(root).glob("lib64/libnvrtc.so*"))
+
+
+def library():
+    """The loaded libnvrtc, or None with the reason."""
+    tried = []
+    for path in _candidates():
+        if "builtins" in path.name:
+            continue
+        try:
+            return ctypes.CDLL(str(path)), None
+        except OSError as error:
+            tried.append(f"{path}: {error}")
+    return None, "no libnvrtc found (pip install nvidia-cuda-nvrtc)" + (f"; tried {tried}" if tried else "")
+
+
+def version(lib):
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def compile_to_ptx(lib, source, name, options):
+    """(PTX text or None, compile log) of `source` with `options`, as CuPy compiles it."""
+    program = ctypes.c_void_p()
+    status = lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(), 0, None, None)
+    if status:
+        raise RuntimeError(f"nvrtcCreateProgram failed with status {status}")
+    try:
+        encoded = [option.encode() for option in options]
+        status = lib.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(program, log)
+        if status:
+            return None, log.value.decode(errors="replace")
+        lib.nvrtcGetPTXSize(program, ctypes.byref(size))
+        ptx = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetPTX(program, ptx)
+        return ptx.value.decode(), log.value.decode(errors="replace")
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
