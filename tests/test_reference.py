@@ -197,3 +197,16 @@ def test_kernel_scores_are_the_defined_scores_bit_for_bit(rng, dtype):
     bias = rng.standard_normal(30)
     np.testing.assert_array_equal(exact_scores(A, B, bias, True), defined_scores(A, B, bias))
     np.testing.assert_array_equal(exact_scores(A, B, np.zeros(0), False), defined_scores(A, B))
+
+
+@pytest.mark.parametrize("k", [5, 70])
+def test_users_with_many_test_items(rng, k):
+    """Dozens of test items per user (the metric loop sorts them with qsort beyond 24) and
+    graded, non-integer gains."""
+    X_train, X_test, A, B = random_problem(rng, n_users=12, n_items=150, train_density=0.2, test_density=0.5,
+                                           graded=True)
+    X_test = X_test * 0.37
+    assert (X_test > 0).sum(axis=1).min() > 24
+    for gain in ("linear", "exponential"):
+        got = engine(X_train, X_test, A, B, k, gain=gain)
+        assert_matches(got, reference_metrics(X_train, X_test, defined_scores(A, B), k, gain=gain), k=k, gain=gain)

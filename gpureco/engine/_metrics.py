@@ -25,12 +25,17 @@ there (_registry.NAN_REASONS), which `nan_reasons` and `metrics_from_ranks` appl
 from __future__ import annotations
 
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Context, Decimal
 
 import numpy as np
 
 from ._metrics_loop import rank_metrics
 from ._registry import METRICS
+
+_THREADS = min(16, os.cpu_count() or 1)
+_ENTRIES_PER_THREAD = 250_000  # below this a thread costs more than it saves
 
 
 @functools.lru_cache(maxsize=8)
@@ -103,9 +108,24 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
     out = {name: np.full((n_users, n_cut) if name.endswith("@K") else n_users, np.nan) for name in names}
     order = [m.column for m in METRICS]
     at_k, auc = np.zeros((0, 0)), np.zeros(0)  # stand-ins for the metrics not asked for
-    rank_metrics(np.ascontiguousarray(ranks, dtype=np.int64), np.ascontiguousarray(gains, dtype=np.float64),
-                 np.ascontiguousarray(n_test, dtype=np.int64), np.ascontiguousarray(n_pool, dtype=np.int64),
-                 np.ascontiguousarray(cutoffs, dtype=np.int64), log2_table(int(cutoffs.max(initial=0)) + 1),
-                 np.ascontiguousarray(valid, dtype=np.uint8), *(out.get(name, at_k) for name in order[:8]),
-                 *(out.get(name, auc) for name in order[8:]), np.array([name in out for name in order], np.uint8))
+    outputs = [out.get(name, at_k) for name in order[:8]] + [out.get(name, auc) for name in order[8:]]
+    wanted = np.array([name in out for name in order], np.uint8)
+    ranks, gains = np.ascontiguousarray(ranks, dtype=np.int64), np.ascontiguousarray(gains, dtype=np.float64)
+    n_test, n_pool = np.ascontiguousarray(n_test, dtype=np.int64), np.ascontiguousarray(n_pool, dtype=np.int64)
+    cutoffs, valid = np.ascontiguousarray(cutoffs, dtype=np.int64), np.ascontiguousarray(valid, dtype=np.uint8)
+    log2 = log2_table(int(cutoffs.max(initial=0)) + 1)
+    entry_start = np.concatenate([[0], np.cumsum(n_test)])
+
+    def run(begin, end):  # users begin .. end - 1; every user is computed alone, so chunks are independent
+        rank_metrics(ranks[entry_start[begin]: entry_start[end]], gains[entry_start[begin]: entry_start[end]],
+                     n_test[begin:end], n_pool[begin:end], cutoffs, log2, valid[begin:end],
+                     *(a[begin:end] if a.shape[0] else a for a in outputs), wanted)
+
+    chunks = max(1, min(_THREADS, ranks.shape[0] // _ENTRIES_PER_THREAD))
+    bounds = np.linspace(0, n_users, chunks + 1).astype(np.int64)
+    if chunks == 1:
+        run(0, n_users)
+    else:
+        with ThreadPoolExecutor(chunks) as pool:  # the loop releases the GIL
+            list(pool.map(run, bounds[:-1], bounds[1:]))
     return out

@@ -29,6 +29,37 @@ cdef int descending(const void* x, const void* y) noexcept nogil:
     return (a < b) - (a > b)
 
 
+cdef inline void sort_by_rank(Entry* entry, int64_t m) noexcept nogil:
+    """Insertion sort for the usual few test items, qsort beyond."""
+    cdef int64_t i, j
+    cdef Entry x
+    if m > 24:
+        qsort(entry, m, sizeof(Entry), by_rank)
+        return
+    for i in range(1, m):
+        x = entry[i]
+        j = i - 1
+        while j >= 0 and entry[j].rank > x.rank:
+            entry[j + 1] = entry[j]
+            j -= 1
+        entry[j + 1] = x
+
+
+cdef inline void sort_descending(double* values, int64_t m) noexcept nogil:
+    cdef int64_t i, j
+    cdef double x
+    if m > 24:
+        qsort(values, m, sizeof(double), descending)
+        return
+    for i in range(1, m):
+        x = values[i]
+        j = i - 1
+        while j >= 0 and values[j] < x:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = x
+
+
 cdef inline double fmin_int(int64_t a, int64_t b) noexcept nogil:
     return <double>(a if a < b else b)
 
@@ -73,7 +104,7 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                         sorted_already = False
                 start += m
                 if not sorted_already:
-                    qsort(entry, m, sizeof(Entry), by_rank)
+                    sort_by_rank(entry, m)
                 m_d = <double>m
                 n_neg = n_pool[u] - m
                 if wanted[8] and n_neg > 0:  # ROC_AUC: the rank sum is exact as an integer
@@ -87,7 +118,7 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                         pr_sum = pr_sum + <double>(i + 1) / <double>entry[i].rank
                     pr_auc[u] = pr_sum / m_d
                 if wanted[5]:
-                    qsort(ideal, m, sizeof(double), descending)
+                    sort_descending(ideal, m)
                 # NDCG is scale-free: divide by the user's largest gain so no sum overflows
                 scale = ideal[0] if ideal[0] > 0.0 else 1.0
                 hits = 0
