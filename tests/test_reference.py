@@ -210,3 +210,37 @@ def test_users_with_many_test_items(rng, k):
     for gain in ("linear", "exponential"):
         got = engine(X_train, X_test, A, B, k, gain=gain)
         assert_matches(got, reference_metrics(X_train, X_test, defined_scores(A, B), k, gain=gain), k=k, gain=gain)
+
+
+def test_an_overflowing_filter_never_changes_a_rank():
+    """float32 BLAS scores that overflow (or give inf - inf) while the defined float64 score is
+    finite: the defined score decides (issue: hostile inputs)."""
+    X_test = np.array([[0.0, 1.0]])
+    A, B = np.array([[3e19]], np.float32), np.array([[1.0], [3e19]], np.float32)
+    no_train = np.zeros_like(X_test)
+    assert engine(no_train, X_test, A, B, 1)["P@K"][0] == 1.0
+    ones = np.ones((1, 1), np.float32)
+    assert engine(no_train, X_test, ones, np.ones((2, 1), np.float32), 1,
+                  item_biases=np.array([0.0, 1e39]))["P@K"][0] == 1.0
+    items, scores = gpureco.top_k(np.array([[3e19, 3e19]], np.float32),
+                                  np.array([[3e19, -3e19], [1, 1], [0, 0]], np.float32), 3, device=DEVICE)
+    assert items.tolist() == [[1, 0, 2]]
+    np.testing.assert_array_equal(scores, [[float(np.float32(3e19)) * 2, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("auc", [True, False])
+def test_huge_factors_match_the_reference(rng, auc):
+    """Random float32 factors near the top of float32's range: many BLAS products overflow."""
+    X_train, X_test, A, B = random_problem(rng, n_users=25, n_items=40, n_factors=3, dtype=np.float32)
+    A = (A * np.float32(3e19)).astype(np.float32)
+    B = (B * np.float32(3e19)).astype(np.float32)
+    scores = defined_scores(A, B)
+    assert np.all(np.isfinite(scores)) and np.any(np.abs(scores) > np.finfo(np.float32).max)
+    for k in (1, 5):
+        got = engine(X_train, X_test, A, B, k, auc=auc)
+        want = reference_metrics(X_train, X_test, scores, k)
+        assert_matches({name: got[name] for name in got if name != "K" and (auc or "AUC" not in name)}, want, k=k)
+    lists, _ = gpureco.top_k(A, B, 6, X_train=to_csr(X_train), device=DEVICE)
+    for u in range(A.shape[0]):
+        pool = [i for i in range(B.shape[0]) if X_train[u, i] == 0]
+        assert lists[u].tolist() == sorted(pool, key=lambda i: (-scores[u, i], i))[:6], u

@@ -38,9 +38,10 @@ def score_block(user_rows, B, biases, out):
     if B.shape[1] == 0:
         scores[:] = biases[:, None]
     else:
-        np.matmul(B, user_rows.T, out=scores)
-        if biases.shape[0]:
-            scores += biases.astype(scores.dtype)[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):  # overflows are settled by the defined score
+            np.matmul(B, user_rows.T, out=scores)
+            if biases.shape[0]:
+                scores += biases.astype(scores.dtype)[:, None]
     return scores
 
 
@@ -89,9 +90,10 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     """(items, scores) of shape (len(users), k): each user's k best pool items by defined score,
     ties by key; -1 and NaN where fewer than k pool items have a non-NaN score.
 
-    The k-th largest filter score tau of a row bounds the k-th largest defined score from
-    below by tau - tol, so every item of the top k has a filter score >= tau - 2 tol: those
-    candidates get their defined scores and the best k are kept."""
+    The k-th largest finite filter score tau of a row bounds the k-th largest defined score
+    from below by tau - tol, so every item of the top k has a filter score >= tau - 2 tol:
+    those candidates, and every item whose filter score is not finite (an overflow), get
+    their defined scores and the best k are kept."""
     n_items = train.shape[1]
     A, B, biases, has_bias = _model(A, B, biases, train.shape[0], n_items)
     item_abs_max, bias_abs_max = magnitudes(B, biases)
@@ -101,16 +103,19 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     for begin in range(0, users.shape[0], batch_size):
         batch = users[begin: begin + batch_size]
         user_rows = np.ascontiguousarray(A[batch])
-        rows = score_block(user_rows, B, biases, block).T.astype(np.float64)  # a copy, masked below
+        rows = score_block(user_rows, B, biases, block).T.astype(np.float64)
         local, entry, _ = row_entries(np, train.indptr, batch)
-        rows[local, train.indices[entry]] = np.nan
+        trained = np.zeros(rows.shape, dtype=bool)
+        trained[local, train.indices[entry]] = True
+        unsure = ~np.isfinite(rows) & ~trained  # the filter overflowed (or inf - inf): always a candidate
+        known = np.where(trained | unsure, -np.inf, rows)
         tol = (score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1]
                else np.zeros(batch.shape[0]))
-        if k <= n_items:
-            kth = -np.partition(-np.where(np.isnan(rows), -np.inf, rows), k - 1, axis=1)[:, k - 1]
+        if k <= n_items:  # at least k items score >= kth - tol by the definition: a top-k item does too
+            kth = -np.partition(-known, k - 1, axis=1)[:, k - 1]
         else:
             kth = np.full(batch.shape[0], -np.inf)
-        local, item = np.nonzero(rows >= (kth - 2.0 * tol)[:, None])
+        local, item = np.nonzero(((known >= (kth - 2.0 * tol)[:, None]) & ~trained) | unsure)
         item = item.astype(np.int64)
         user = np.ascontiguousarray(batch[local])
         exact = pair_scores(user, item, A, B, biases, has_bias)

@@ -22,7 +22,7 @@ the counting pass skips nearly every item at its first comparison.
 """
 from libc.stdint cimport uint64_t, int64_t, uint8_t, int32_t
 from libc.stdlib cimport qsort, malloc, free
-from libc.math cimport INFINITY, isnan, isinf
+from libc.math cimport INFINITY, isnan, isinf, isfinite
 
 cdef extern from *:
     """
@@ -173,6 +173,11 @@ cdef void count_ranks(const factor_t* row, int64_t n_items, const int32_t* train
         stop = train_idx[t] if t < n_train else n_items
         for j in range(start, stop):
             s = row[j]
+            if not isfinite(s):  # the filter overflowed (or inf - inf): only the exact score knows
+                c = gpureco_count_outranking(ts, w.keys, n_ranked, exact_score(model, j, row[0]),
+                                             gpureco_tie_key(seed, user, j, noise))
+                w.cnt[c] += 1
+                continue
             if s < worst:
                 continue  # below every ranked test item, whatever the rounding
             c = gpureco_count_above(ts, n_ranked, s)
@@ -210,6 +215,7 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
     cdef int64_t t, j, start, stop, i, n_ranked, running
     cdef double v, mn = INFINITY, mx = -INFINITY, tau
     cdef int has_nan = 0
+    cdef bint filter_finite
 
     # pool statistics from the filter; confirmed with exact scores where they could differ
     start = 0
@@ -221,7 +227,8 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
             mx = v if v > mx else mx
             has_nan |= (v != v)
         start = stop + 1
-    if has_nan or isinf(mn) or isinf(mx) or not (mx - mn > 2.0 * tol):
+    filter_finite = not (has_nan or isinf(mn) or isinf(mx))
+    if not filter_finite or not (mx - mn > 2.0 * tol):
         exact_pool_stats(n_items, train_idx, n_train, model, row[0], &mn, &mx, &has_nan)
     pool_min[0] = mn
     pool_max[0] = mx
@@ -239,7 +246,7 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
         w.keys[i] = w.tests[i].key
 
     n_ranked = n_test
-    if 0 < max_rank < n_items - n_train:
+    if 0 < max_rank < n_items - n_train and filter_finite:  # a non-finite filter score bounds nothing
         tau = kth_largest(row, n_items, train_idx, n_train, max_rank, w.heap) - tol
         n_ranked = 0  # test items at or above tau - tol; the others have >= K items above
         while n_ranked < n_test and w.scores[n_ranked] >= tau:
