@@ -25,8 +25,9 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         Factors (None and None with ``item_biases``: a non-personalised model). NumPy arrays,
         or GPU arrays (CuPy, ``__cuda_array_interface__``, CUDA DLPack) used without a copy.
     k : int
-        List length, >= 1. On the GPU, K up to 1,024 runs in one pass over the scores; larger
-        K (and users with more near-ties than the kernel's buffer) take a full-row path.
+        List length, in [1, n_items]. On the GPU, K up to 1,024 runs in one pass over the
+        scores; larger K (and users with more near-ties than the kernel's buffer) take a
+        full-row path.
     X_train : sparse matrix of shape (n_users, n_items), default=None
         Items never recommended to the user (consumed in training).
     item_biases : array of shape (n_items,), default=None
@@ -68,7 +69,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if X_train.shape != (n_users, n_items):
         raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
                          f"got {X_train.shape}.")
-    k = v.check_int(k, "k", low=1)
+    k = v.check_int(k, "k", low=1, high=n_items)  # a list longer than the catalogue says nothing more
     if users is None:
         users = np.arange(n_users, dtype=np.int64)
     else:

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 2 usage or input error (bad arguments, a file that is missing, unreadable
 or wrong, with the file and row named); 3 a feature this installation lacks (an optional package
-such as pyarrow); 1 an unexpected error (a bug: please
+such as pyarrow, or a GPU for --device gpu); 1 an unexpected error (a bug: please
 report it with the traceback); 130 interrupted.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ..data import _io
 from ..data._interactions import IdMap, RowError, from_csr, to_csr
 from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
+from ..engine._backend import GpuUnavailable
 from ..engine._registry import METRICS, NAN_REASONS, column_name, parse_metrics
 
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
@@ -402,7 +403,7 @@ def main(argv=None):
     args = parser().parse_args(argv)  # exits with 2 on a usage error
     try:
         return COMMANDS[args.command](args)
-    except _optional.Unavailable as error:
+    except (_optional.Unavailable, GpuUnavailable) as error:
         print(f"gpureco {args.command}: not available: {error}", file=sys.stderr)
         return UNAVAILABLE
     except (ValueError, TypeError, OSError) as error:  # every input check raises one of these, naming the input

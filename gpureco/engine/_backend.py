@@ -17,6 +17,10 @@ _state = None  # (cupy module or None, GpuStatus, installed: bool), set by _prob
 _warned = False  # the CPU fallback of device="auto" is announced once per process
 
 
+class GpuUnavailable(RuntimeError):
+    """A GPU was asked for (device="gpu" or "cuda:N") and none is usable here; says why."""
+
+
 class GpuStatus(NamedTuple):
     """Whether gpureco can use a GPU here; `reason` says why not, or names the device."""
     available: bool
@@ -83,7 +87,7 @@ def cupy():
     """The cupy module (only after resolve_device chose the GPU)."""
     module = _probe()[0]
     if module is None:
-        raise RuntimeError(f"gpureco: no GPU: {gpu_available().reason}.")
+        raise GpuUnavailable(f"gpureco: no GPU: {gpu_available().reason}.")
     return module
 
 
@@ -106,7 +110,7 @@ def resolve_device(device):
                 _warned = True
                 warnings.warn(f"gpureco: evaluating on the CPU: {status.reason}.", RuntimeWarning, stacklevel=3)
             return "cpu", None
-        raise RuntimeError(f"device={device!r} needs a usable GPU: {status.reason}.")
+        raise GpuUnavailable(f"device={device!r} needs a usable GPU: {status.reason}.")
     if device.startswith("cuda:"):
         index, count = int(device[5:]), module.cuda.runtime.getDeviceCount()
         if index >= count:

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import gpureco
 from gpureco import _optional
+from conftest import GPU_MISSING
 from gpureco.cli import main
 from gpureco.cli._demo import pure_svd
 from reference import defined_scores
@@ -320,3 +321,11 @@ def test_nan_users_reported_once(files, capsys, tmp_path):
     code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--factors",
                        d / "A.npy", d / "B.npy", "--metrics", "NDCG@5")
     assert code == 0 and "rule 8: 5 users (no test item with a positive value" in err
+
+
+@pytest.mark.skipif(GPU_MISSING is None, reason="a GPU is usable here")
+def test_no_gpu_for_device_gpu_is_exit_3_in_one_line(capsys):
+    code, _, err = run(capsys, "demo", "--users", "60", "--items", "40", "--device", "gpu", "--no-report", "-q")
+    assert code == 3
+    assert err.count("\n") == 1 and err.startswith("gpureco demo: not available: device='gpu' needs a usable GPU")
+    assert "Traceback" not in err
