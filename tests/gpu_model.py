@@ -49,7 +49,12 @@ def _pool(train_indptr, train_indices, u, begin, n):
 
 def _filter(S, ld, given, begin, b, local, bias):
     """The scores of tile positions `local` for batch row b, as the kernels read them (float64)."""
-    row = S[:] if int(ld) == 0 else S.reshape(-1)[b * int(ld): (b + 1) * int(ld)]
+    if int(ld) == 0:  # one row for every user (a non-personalised model's biases)
+        row = S
+    elif S.ndim == 2:  # row b of the tile, also when it is a view into wider rows (given scores)
+        row = S[b]
+    else:
+        row = S.reshape(-1)[b * int(ld): (b + 1) * int(ld)]
     raw = row[local]
     if not given and not _is_null(bias):
         raw = raw + bias[begin + local].astype(raw.dtype)

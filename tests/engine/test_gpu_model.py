@@ -93,3 +93,17 @@ def test_top_k_same_lists_as_the_cpu(monkeypatch, rng, k):
         cpu = gpureco.top_k(A, ties, k, X_train=X_train, device="cpu")
         np.testing.assert_array_equal(gpureco.top_k(A, ties, k, X_train=X_train, device="gpu")[0], cpu[0])
     assert full_rows == [6]  # every user took the full-row path
+
+
+def test_given_scores_over_several_tiles(monkeypatch, rng):
+    """A score matrix wider than one tile: the kernels read each tile as a view into the rows."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 16)
+    X_train, X_test, _, _ = random_problem(rng, n_users=9, n_items=50)
+    scores = rng.integers(-3, 4, size=X_test.shape).astype(np.float64)  # ties
+    names = ["P@3", "AP@3", "NDCG@3", "ROC_AUC", "PR_AUC"]
+    cpu = gpureco.evaluate(scores, to_csr(X_test), to_csr(X_train), metrics=names, device="cpu", output="numpy")
+    with model_device(monkeypatch):
+        gpu = gpureco.evaluate(scores, to_csr(X_test), to_csr(X_train), metrics=names, device="gpu", output="numpy",
+                               batch_size=4)
+    for name in names:
+        np.testing.assert_array_equal(gpu[name], cpu[name], err_msg=name)

@@ -1,0 +1,186 @@
+"""gpureco's GPU backend end to end with the real kernels under the host emulator (NumPy in
+place of CuPy and cuBLAS): calc_reco_metrics, evaluate and top_k with device="gpu" give the
+CPU backend's numbers bit for bit, over several item tiles and 4,096-item segments, batches,
+ties, NaN and constant scores, the out-of-memory halving and the top-K paths; and they do
+not move when the filter scores are perturbed anywhere within the error bound that the
+backend assumes of cuBLAS."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gpureco
+from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
+from emulation.device import emulated_device
+from emulation.emulator import have_compiler
+from gpureco.engine import _gpu, _scores
+
+pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
+
+TILE = 5000  # items per score tile: a tile of two 4,096-item segments (rank_tile) and two chunks (topk_tile)
+N_ITEMS = 9000  # two tiles, the second one a single segment; top_k's buffers fill up and shrink
+METRICS = ("P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR", "ROC_AUC", "PR_AUC")
+SCHEDULES = [dict(schedule="forward", block_order="forward"), dict(schedule="reverse", block_order="reverse"),
+             dict(schedule="shuffle", block_order="shuffle", seed=5)]
+
+
+@pytest.fixture(autouse=True)
+def tiles(monkeypatch):
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", TILE)
+
+
+def problem(seed, n_users=14, dtype=np.float64, integer=False):
+    """A random problem with the special users the backend treats apart: NaN scores, constant
+    scores, no test items, no training items."""
+    rng = np.random.default_rng(seed)
+    X_train, X_test, A, B = random_problem(rng, n_users=n_users, n_items=N_ITEMS, n_factors=4, train_density=0.1,
+                                           test_density=0.01, integer_factors=integer, graded=True, dtype=dtype)
+    A[0, 1] = np.nan
+    A[1] = 0
+    X_test[2] = 0
+    X_train[3] = 0
+    bias = rng.integers(-2, 3, size=N_ITEMS).astype(np.float64) if integer else rng.standard_normal(N_ITEMS)
+    return to_csr(X_train), to_csr(X_test), A, B, bias
+
+
+METRIC_CASES = {
+    "f64": dict(problem=dict(seed=1), kw=dict()),
+    "f32-biases": dict(problem=dict(seed=2, dtype=np.float32), kw=dict(biases=True, cumulative=True)),
+    "f32-ties-noise": dict(problem=dict(seed=3, dtype=np.float32, integer=True),
+                           kw=dict(break_ties_with_noise=True, seed=9)),
+    "f64-ties-biases": dict(problem=dict(seed=4, integer=True), kw=dict(biases=True)),
+    "biases-only": dict(problem=dict(seed=5, integer=True), kw=dict(biases=True, no_factors=True)),
+}
+
+
+@pytest.mark.parametrize("case", METRIC_CASES)
+def test_calc_reco_metrics_equals_the_cpu(monkeypatch, case):
+    X_train, X_test, A, B, bias = problem(**METRIC_CASES[case]["problem"])
+    kw = dict(METRIC_CASES[case]["kw"])
+    if kw.pop("biases", False):
+        kw["item_biases"] = bias
+    if kw.pop("no_factors", False):
+        A = B = None
+    with emulated_device(monkeypatch, **SCHEDULES[list(METRIC_CASES).index(case) % 3]) as cupy:
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10, **kw)
+    assert_identical(cpu, gpu)
+    assert np.isfinite(cpu["NDCG@K"]).sum() >= 8
+    kernels = {name[:-4] for name, _, _ in cupy.launches}
+    assert kernels == {"rank_tile", "pair_scores"} | ({"pool_stats"} if A is not None else set())
+    assert ("rank_tile", (13, 2), (256,)) in [(n[:-4], g, b) for n, g, b in cupy.launches]  # 2 segments
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, None])
+def test_batches(monkeypatch, batch_size):
+    X_train, X_test, A, B, bias = problem(6, dtype=np.float32, integer=True)
+    with emulated_device(monkeypatch, schedule="shuffle", seed=batch_size or 0):
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias, batch_size=batch_size))
+
+
+def test_out_of_memory_halves_the_batch(monkeypatch):
+    X_train, X_test, A, B, _ = problem(7, n_users=12)  # 11 users to evaluate (user 2 has no test items)
+    freed = []
+    with emulated_device(monkeypatch, fail_above=4) as cupy:
+        monkeypatch.setattr(cupy.get_default_memory_pool(), "free_all_blocks", lambda: freed.append(1))
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, batch_size=12))
+    users = [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")]
+    assert len(freed) == 2 and max(users) <= 4 and sum(users) == 2 * 11  # 11 -> 5 -> 2 users; two tiles each
+
+
+def _both_top_k(*args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cpu = gpureco.top_k(*args, device="cpu", **kw)
+        gpu = gpureco.top_k(*args, device="gpu", **kw)
+    np.testing.assert_array_equal(gpu[0], cpu[0])
+    np.testing.assert_array_equal(gpu[1], cpu[1])
+    return cpu
+
+
+@pytest.mark.parametrize("k", [1, 10, 1000, 1100])  # 1,100 > TOPK_MAX_K: the full-row path
+def test_top_k_equals_the_cpu(monkeypatch, k):
+    X_train, _, A, B, bias = problem(8, n_users=8, dtype=np.float32, integer=k == 10)
+    full_rows = []
+    inner = _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(a[2].shape[0]) or inner(*a))
+    with emulated_device(monkeypatch, **SCHEDULES[k % 3]) as cupy:
+        items, _ = _both_top_k(A, B, k, X_train=X_train, item_biases=bias, break_ties_with_noise=k == 10, seed=3)
+        assert (items[2:] >= 0).all()
+        if k == 10:
+            _both_top_k(None, None, k, item_biases=bias)
+            _both_top_k(A, np.ones_like(B), k, X_train=X_train)  # every score equal: the buffers overflow
+    assert full_rows == ([8] if k > 1000 else [7] if k == 10 else [])  # the full-row users: all, the tied ones
+    assert any(name.startswith("topk_tile") for name, _, _ in cupy.launches) == (k <= 1000)
+
+
+def test_given_scores_equal_the_cpu(monkeypatch):
+    """evaluate with a score matrix and with a score function: the kernels read rows of it
+    through a leading dimension, a tile at a time."""
+    X_train, X_test, _, _, _ = problem(9)
+    rng = np.random.default_rng(9)
+    scores = np.round(rng.standard_normal(X_test.shape), 1)  # many ties
+    scores[0] = np.nan
+    scores[1] = 0.5
+    scores[4, :100] = np.nan
+
+    def score_fn(users):
+        return scores[users]
+    with emulated_device(monkeypatch, schedule="reverse", block_order="shuffle", seed=2) as cupy, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the NaN users are announced
+        for given in (scores, score_fn):
+            for kw in (dict(), dict(break_ties_with_noise=True, seed=4), dict(batch_size=5)):
+                out = {device: gpureco.evaluate(given, X_test, X_train, metrics=METRICS, k=10, device=device,
+                                                output="numpy", **kw) for device in ("cpu", "gpu")}
+                assert_identical(out["cpu"], out["gpu"])
+                assert np.isfinite(out["cpu"]["NDCG@10"]).sum() >= 8
+    grids = [grid for name, grid, _ in cupy.launches if name == "rank_tile_f64"]
+    assert (13, 2) in grids and (13, 1) in grids  # the second tile: rows[:, 5000:], a strided view
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dtype):
+    """Emulation cannot round as cuBLAS does; instead every score tile is perturbed by random
+    amounts up to the bound that the backend assumes of cuBLAS (score_tolerance, before its
+    doubling for safety), extremes included. Ranks, metrics and top-K lists stay the CPU's;
+    a perturbation 10 times larger does move them (the kernels do see it: with integer factors
+    every tie lies at the edge of the band that the kernels settle with the defined score)."""
+    X_train, X_test, A, B, bias = problem(10, n_users=10, dtype=dtype, integer=True)  # ties: all near the bound
+    item_abs_max, bias_abs_max = _scores.magnitudes(B, bias)
+    rng = np.random.default_rng(11)
+    scale = [1.0]
+
+    def perturbed_matmul(a, b, out):
+        np.matmul(a, b, out=out)
+        bound = _scores.score_tolerance(a, item_abs_max, bias_abs_max, out.dtype) / 2  # per user
+        r = rng.uniform(-1, 1, size=out.shape)
+        r[rng.random(out.shape) < 0.3] = 1.0
+        r[rng.random(out.shape) < 0.3] = -1.0
+        out[...] = (out + scale[0] * bound[:, None] * r).astype(out.dtype)
+        return out
+    kw = dict(k=10, item_biases=bias)
+    with emulated_device(monkeypatch, schedule="shuffle", seed=3) as cupy:
+        monkeypatch.setattr(cupy, "matmul", perturbed_matmul)
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, **kw)
+        assert_identical(cpu, gpu)
+        _both_top_k(A, B, 10, X_train=X_train, item_biases=bias)
+        scale[0] = 10.0
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, **kw)
+        assert any(not np.array_equal(cpu[name], gpu[name], equal_nan=True) for name in cpu)
+
+
+def test_a_seeded_kernel_bug_shows_end_to_end(monkeypatch, tmp_path):
+    """The same comparison with a copy of the kernels in which rank_tile reads the training
+    bitmap without waiting for it (a deleted __syncthreads()): the metrics differ from the CPU's."""
+    for path in _gpu.kernels_dir().glob("*.cu*"):
+        (tmp_path / path.name).write_text(path.read_text())
+    source = (tmp_path / "rank_tile.cu").read_text()
+    barrier = "        atomicOr(&train_bits[j >> 5], 1u << (j & 31));\n    }\n    __syncthreads();\n"
+    assert source.count(barrier) == 1
+    (tmp_path / "rank_tile.cu").write_text(source.replace(barrier, barrier.replace("__syncthreads();", "")))
+    monkeypatch.setattr(_gpu, "kernels_dir", lambda: tmp_path)
+    X_train, X_test, A, B, _ = problem(12)
+    with emulated_device(monkeypatch):
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10)
+    assert any(not np.array_equal(cpu[name], gpu[name], equal_nan=True) for name in cpu)

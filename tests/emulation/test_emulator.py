@@ -1,0 +1,741 @@
+"""The host emulation of CUDA (cuda_host.h, emulator.py): first on tiny kernels written here
+(barriers, warp intrinsics, atomics, shared memory, launch and argument checks, and the rule
+violations it must report), then the real kernels of kernels/*.cu against their NumPy
+restatement in tests/gpu_model.py under several schedules, and seeded bugs in copies of the
+kernels, which must be caught."""
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import gpu_model
+from emulation.emulator import EmulationError, RawModule, have_compiler
+from gpureco.engine import _gpu
+from gpureco.engine._cpu_ranks import tie_keys
+from gpureco.engine._scores import magnitudes, order_key, score_tolerance
+
+pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
+
+TINY = r"""
+#include <stdint.h>
+
+extern "C" __global__ void indices(int32_t* out) {
+    const int64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
+    const int64_t thread = threadIdx.x + blockDim.x * (threadIdx.y + (int64_t)blockDim.y * threadIdx.z);
+    int32_t* row = out + 12 * (block * blockDim.x * blockDim.y * blockDim.z + thread);
+    const uint3 t = threadIdx, b = blockIdx;
+    const dim3 bd = blockDim, gd = gridDim;
+    const unsigned v[12] = {t.x, t.y, t.z, b.x, b.y, b.z, bd.x, bd.y, bd.z, gd.x, gd.y, gd.z};
+    for (int i = 0; i < 12; ++i) row[i] = (int32_t)v[i];
+}
+
+// out[t] = in[t + 1] through shared memory; without the barrier a thread may read too early.
+extern "C" __global__ void rotate(const int32_t* in, int32_t* out, int barrier) {
+    __shared__ int32_t tile[1024];
+    const int t = threadIdx.x, n = blockDim.x;
+    tile[t] = in[blockIdx.x * n + t];
+    if (barrier) __syncthreads();
+    out[blockIdx.x * n + t] = tile[(t + 1) % n];
+}
+
+// What each block finds in shared memory before writing it.
+extern "C" __global__ void fresh_shared(int32_t* out) {
+    __shared__ int32_t s;
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = s;
+        s = blockIdx.x;
+    }
+}
+
+// The order in which threads resume after a barrier, and the order of the blocks.
+extern "C" __global__ void order(int32_t* seen, int32_t* blocks) {
+    __shared__ int32_t next;
+    if (threadIdx.x == 0) next = 0;
+    __syncthreads();
+    seen[blockIdx.x * blockDim.x + atomicAdd(&next, 1)] = threadIdx.x;
+    if (threadIdx.x == 0) blocks[atomicAdd(&blocks[gridDim.x], 1)] = blockIdx.x;
+}
+
+template <typename T>
+__device__ void shuffles(const T* in, T* out, int width) {
+    const int t = threadIdx.x;
+    const T v = in[t];
+    out[4 * t + 0] = __shfl_sync(0xFFFFFFFFu, v, (t * 7 + 3) % 32, width);
+    out[4 * t + 1] = __shfl_up_sync(0xFFFFFFFFu, v, 3, width);
+    out[4 * t + 2] = __shfl_down_sync(0xFFFFFFFFu, v, 5, width);
+    out[4 * t + 3] = __shfl_xor_sync(0xFFFFFFFFu, v, 6, width);
+}
+#define SHUFFLES(NAME, T) \
+    extern "C" __global__ void NAME(const T* in, T* out, int width) { shuffles<T>(in, out, width); }
+SHUFFLES(shuffles_i32, int)
+SHUFFLES(shuffles_u32, unsigned int)
+SHUFFLES(shuffles_i64, long long)
+SHUFFLES(shuffles_u64, unsigned long long)
+SHUFFLES(shuffles_f32, float)
+SHUFFLES(shuffles_f64, double)
+
+extern "C" __global__ void votes(const int32_t* pred, uint32_t* out) {
+    const int t = threadIdx.x, p = pred[t];
+    const unsigned half = (t & 16) ? 0xFFFF0000u : 0x0000FFFFu;
+    uint32_t* o = out + 8 * t;
+    o[0] = __ballot_sync(0xFFFFFFFFu, p);
+    o[1] = __any_sync(0xFFFFFFFFu, p);
+    o[2] = __all_sync(0xFFFFFFFFu, p);
+    o[3] = __ballot_sync(half, p);
+    __syncwarp();
+    o[4] = __popc(o[0]);
+    o[5] = __ffs((int)o[0]);
+    o[6] = __clz((int)o[0]);
+    o[7] = __popcll(((unsigned long long)o[0] << 32) | o[3]);
+}
+
+extern "C" __global__ void atomics(int32_t* i, uint32_t* u, unsigned long long* ull, long long* ll, float* f,
+                                   double* d) {
+    const int t = threadIdx.x + blockIdx.x * blockDim.x;
+    atomicAdd(&i[0], t);
+    atomicMin(&i[1], t - 100);
+    atomicMax(&i[2], t);
+    atomicExch(&i[3], t);
+    int old = i[4];
+    for (;;) {  // a counter by compare-and-swap
+        const int seen = atomicCAS(&i[4], old, old + 1);
+        if (seen == old) break;
+        old = seen;
+    }
+    atomicAdd(&u[0], (unsigned)t);
+    atomicMin(&u[1], (unsigned)(t ^ 0x55));
+    atomicOr(&u[2], 1u << (t & 31));
+    atomicAnd(&u[3], ~(1u << (t % 29)));
+    atomicXor(&u[4], (unsigned)t * 2654435761u);
+    atomicAdd(&ull[0], (unsigned long long)t << 33);
+    atomicMax(&ull[1], (unsigned long long)t * 0x9E3779B97F4A7C15ull);
+    atomicMin(&ll[0], -(long long)t << 40);
+    atomicMax(&ll[1], (long long)t << 40);
+    atomicAdd(&f[0], 0.5f);
+    atomicAdd(&d[0], t * 0.25);
+}
+
+extern "C" __global__ void partial_barrier(int32_t* out, int k) {
+    if ((int)threadIdx.x < k) __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
+extern "C" __global__ void split_barrier(int32_t* out) {
+    if (threadIdx.x & 1) {
+        __syncthreads();
+        out[threadIdx.x] = 1;
+    } else {
+        __syncthreads();
+        out[threadIdx.x] = 2;
+    }
+}
+
+extern "C" __global__ void shfl_mask(int32_t* out, unsigned mask) {
+    out[threadIdx.x] = __shfl_down_sync(mask, (int)threadIdx.x, 1);
+}
+
+extern "C" __global__ void shfl_after_exit(int32_t* out) {
+    if (threadIdx.x >= 16) return;
+    out[threadIdx.x] = __shfl_down_sync(0xFFFFFFFFu, (int)threadIdx.x, 1);
+}
+
+extern "C" __global__ void shfl_mixed(int32_t* out) {
+    const int t = threadIdx.x;
+    out[t] = (t & 1) ? __shfl_down_sync(0xFFFFFFFFu, t, 1) : __shfl_up_sync(0xFFFFFFFFu, t, 1);
+}
+
+extern "C" __global__ void deadlock(int32_t* out) {
+    if (threadIdx.x == 0) __syncthreads();
+    else out[threadIdx.x] = __shfl_down_sync(0xFFFFFFFFu, (int)threadIdx.x, 1);
+}
+
+extern "C" __global__ void overrun(int32_t* out, int64_t at) {
+    if (threadIdx.x == 0) out[at] = 1;
+}
+
+extern "C" __global__ void __launch_bounds__(64) bounded(int32_t* out) { out[threadIdx.x] = 1; }
+
+extern "C" __global__ void big_frame(int32_t* out, int64_t n) {
+    volatile int32_t local[64 * 1024];  // 256 KiB of locals: more than a fiber's stack
+    for (int64_t i = 0; i < n; ++i) local[i] = (int32_t)i;
+    out[threadIdx.x] = local[n - 1];
+}
+"""
+POISON32 = np.frombuffer(b"\xcd" * 4, dtype=np.int32)[0]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return RawModule(code=TINY, options=("-std=c++17",))
+
+
+@pytest.mark.parametrize("grid,block", [((3,), (5,)), ((2, 3, 2), (4, 2, 3)), ((1, 1, 2), (1, 33))])
+def test_thread_and_block_indices(tiny, grid, block):
+    g, b = (grid + (1, 1))[:3], (block + (1, 1))[:3]
+    n = int(np.prod(g)) * int(np.prod(b))
+    out = np.full((n, 12), -1, dtype=np.int32)
+    tiny.get_function("indices")(grid, block, (out,))
+    # CUDA numbering: x fastest, for threads within a block and for blocks within the grid
+    bz, by, bx, tz, ty, tx = (a.ravel() for a in np.indices((g[2], g[1], g[0], b[2], b[1], b[0])))
+    expected = np.stack([tx, ty, tz, bx, by, bz] + [np.full(n, v) for v in (*b, *g)], axis=1)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse", "shuffle"])
+def test_barrier_makes_every_write_visible(tiny, schedule):
+    x = np.random.default_rng(1).integers(-1000, 1000, size=3 * 96, dtype=np.int32)
+    out = np.zeros_like(x)
+    tiny.get_function("rotate")((3,), (96,), (x, out, np.int32(1)), schedule=schedule, seed=7)
+    np.testing.assert_array_equal(out.reshape(3, 96), np.roll(x.reshape(3, 96), -1, axis=1))
+
+
+def test_a_missing_barrier_shows_poison_and_differs_between_schedules(tiny):
+    """Without the barrier, thread t reads tile[t + 1] before thread t + 1 wrote it when threads
+    run in order (each runs alone until it gives way): shared memory is poisoned per block."""
+    x = np.arange(2 * 64, dtype=np.int32)
+    results = {}
+    for schedule in ("forward", "reverse"):
+        out = np.zeros_like(x)
+        tiny.get_function("rotate")((2,), (64,), (x, out, np.int32(0)), schedule=schedule)
+        results[schedule] = out.reshape(2, 64)
+    assert np.all(results["forward"][:, :-1] == POISON32)  # in both blocks: not the first block's values
+    assert not np.array_equal(results["forward"], results["reverse"])
+
+
+def test_shared_memory_is_fresh_in_every_block(tiny):
+    out = np.zeros(4, dtype=np.int32)
+    tiny.get_function("fresh_shared")((4,), (32,), (out,))
+    assert np.all(out == POISON32)
+
+
+def test_schedules_and_block_orders(tiny):
+    f = tiny.get_function("order")
+    runs = []
+    for schedule, seed in [("forward", 0), ("reverse", 0), ("shuffle", 1), ("shuffle", 2), ("shuffle", 1)]:
+        seen = np.full(5 * 40, -1, dtype=np.int32)
+        blocks = np.zeros(6, dtype=np.int32)
+        f((5,), (40,), (seen, blocks), schedule=schedule, block_order=schedule, seed=seed)
+        seen = seen.reshape(5, 40)
+        for row in seen:
+            np.testing.assert_array_equal(np.sort(row), np.arange(40))  # every thread once
+        np.testing.assert_array_equal(np.sort(blocks[:5]), np.arange(5))
+        runs.append((seen, blocks[:5]))
+    forward, reverse, one, two, one_again = runs
+    np.testing.assert_array_equal(forward[0], np.tile(np.arange(40), (5, 1)))
+    np.testing.assert_array_equal(forward[1], np.arange(5))
+    np.testing.assert_array_equal(reverse[0], np.tile(np.arange(40)[::-1], (5, 1)))
+    np.testing.assert_array_equal(reverse[1], np.arange(5)[::-1])
+    assert not np.array_equal(one[0], two[0]) and not np.array_equal(one[1], two[1])
+    assert not np.array_equal(one[0][0], one[0][1])  # re-drawn for every block
+    np.testing.assert_array_equal(one[0], one_again[0])  # seeded: reproducible
+    np.testing.assert_array_equal(one[1], one_again[1])
+
+
+def _shuffle_reference(v, width):
+    """CUDA's shuffles (Programming Guide, warp shuffle functions) on each warp of v."""
+    out = np.empty((v.shape[0], 4), dtype=v.dtype)
+    for t in range(v.shape[0]):
+        lane, base = t % 32, t - t % 32
+        group = lane - lane % width
+        src_idx = group + ((t * 7 + 3) % 32) % width
+        src_up = lane - 3 if lane % width >= 3 else lane
+        src_down = lane + 5 if lane % width + 5 < width else lane
+        src_xor = lane ^ 6 if (lane ^ 6) < group + width else lane
+        out[t] = [v[base + s] for s in (src_idx, src_up, src_down, src_xor)]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64])
+@pytest.mark.parametrize("width", [32, 16, 4])
+def test_shuffles(tiny, dtype, width):
+    code = {np.int32: "i32", np.uint32: "u32", np.int64: "i64", np.uint64: "u64", np.float32: "f32",
+            np.float64: "f64"}[dtype]
+    rng = np.random.default_rng(width)
+    if np.dtype(dtype).kind == "f":
+        v = rng.standard_normal(64).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        v = rng.integers(info.min, info.max, size=64, dtype=dtype, endpoint=True)
+    out = np.zeros((64, 4), dtype=dtype)
+    tiny.get_function(f"shuffles_{code}")((1,), (64,), (v, out, np.int32(width)), schedule="shuffle", seed=width)
+    np.testing.assert_array_equal(out, _shuffle_reference(v, width))
+
+
+def test_votes_and_bit_counts(tiny):
+    pred = (np.random.default_rng(3).random(96) < 0.4).astype(np.int32)
+    pred[64:] = 1  # a warp where all agree
+    out = np.zeros((96, 8), dtype=np.uint32)
+    tiny.get_function("votes")((1,), (96,), (pred, out))
+    for w in range(3):
+        bits = pred[32 * w: 32 * w + 32].astype(bool)
+        ballot = int(sum(1 << i for i in range(32) if bits[i]))
+        for lane in range(32):
+            half = 0xFFFF0000 if lane & 16 else 0x0000FFFF
+            o = out[32 * w + lane]
+            assert o[0] == ballot and o[1] == int(bits.any()) and o[2] == int(bits.all())
+            assert o[3] == ballot & half
+            assert o[4] == bin(ballot).count("1")
+            assert o[5] == ((ballot & -ballot).bit_length() if ballot else 0)
+            assert o[6] == 32 - ballot.bit_length()
+            assert o[7] == bin(ballot).count("1") + bin(ballot & half).count("1")
+
+
+def test_atomics(tiny):
+    n = 3 * 70
+    t = np.arange(n, dtype=np.int64)
+    i = np.array([0, 1 << 30, -(1 << 30), -1, 0], dtype=np.int32)
+    u = np.array([0, 0xFFFFFFFF, 0, 0xFFFFFFFF, 0], dtype=np.uint32)
+    ull = np.array([0, 0], dtype=np.uint64)
+    ll = np.array([0, 0], dtype=np.int64)
+    f = np.array([1.0], dtype=np.float32)
+    d = np.array([0.0])
+    tiny.get_function("atomics")((3,), (70,), (i, u, ull, ll, f, d), schedule="shuffle", block_order="shuffle")
+    assert i[0] == t.sum() and i[1] == -100 and i[2] == n - 1 and 0 <= i[3] < n and i[4] == n
+    assert u[0] == t.sum() and u[1] == (t ^ 0x55).min()
+    assert u[2] == 0xFFFFFFFF and u[3] == 0xFFFFFFFF & ~((1 << 29) - 1)
+    assert u[4] == np.bitwise_xor.reduce((t * 2654435761) % 2**32)
+    assert ull[0] == np.uint64(t.sum()) << np.uint64(33)
+    assert ull[1] == max((x * 0x9E3779B97F4A7C15) % 2**64 for x in range(n))
+    assert ll[0] == -(n - 1) << 40 and ll[1] == (n - 1) << 40
+    assert f[0] == 1.0 + 0.5 * n and d[0] == 0.25 * t.sum()
+
+
+def _error(tiny, name, grid, block, args, **kw):
+    with pytest.raises(EmulationError) as info:
+        tiny.get_function(name)(grid, block, args, **kw)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse", "shuffle"])
+def test_a_barrier_that_only_some_threads_reach_is_reported(tiny, schedule):
+    message = _error(tiny, "partial_barrier", (2,), (64,), (np.zeros(64, dtype=np.int32), np.int32(40)),
+                     schedule=schedule)
+    assert message.startswith("partial_barrier: block (0, 0, 0): ")
+    assert re.search(r"thread\(s\) 0-39 wait at __syncthreads\(\) \(.*:\d+\)", message), message
+    assert "thread(s) 40-63 exited" in message
+    tiny.get_function("partial_barrier")((2,), (64,), (np.zeros(64, dtype=np.int32), np.int32(64)))  # all: fine
+
+
+def test_threads_at_different_barriers_are_reported(tiny):
+    message = _error(tiny, "split_barrier", (1,), (8,), (np.zeros(8, dtype=np.int32),))
+    assert "different __syncthreads()" in message
+    sites = set(re.findall(r"__syncthreads\(\) \((.*?:\d+)\)", message))
+    assert len(sites) == 2, message
+
+
+@pytest.mark.parametrize("schedule", ["forward", "reverse", "shuffle"])
+def test_wrong_shuffle_masks_are_reported(tiny, schedule):
+    out = np.zeros(32, dtype=np.int32)
+    tiny.get_function("shfl_mask")((1,), (32,), (out, np.uint32(0xFFFFFFFF)), schedule=schedule)
+    np.testing.assert_array_equal(out, np.minimum(np.arange(32) + 1, 31))
+    message = _error(tiny, "shfl_mask", (1,), (32,), (out, np.uint32(0x0000FFFF)), schedule=schedule)
+    assert "__shfl_down_sync(mask 0x0000ffff)" in message and "which the mask does not name" in message
+    message = _error(tiny, "shfl_mask", (1,), (20,), (out, np.uint32(0xFFFFFFFF)), schedule=schedule)
+    assert "names lane 20, which a block of 20 threads does not have" in message
+    message = _error(tiny, "shfl_after_exit", (1,), (32,), (out,), schedule=schedule)
+    assert "exited" in message and "__shfl_down_sync" in message
+    message = _error(tiny, "shfl_mixed", (1,), (32,), (out,), schedule=schedule)
+    assert "different warp intrinsics" in message
+
+
+def test_a_deadlock_is_reported(tiny):
+    message = _error(tiny, "deadlock", (1,), (32,), (np.zeros(32, dtype=np.int32),))
+    assert "deadlock" in message and "thread(s) 0 wait at __syncthreads()" in message
+    assert "thread(s) 1-31 wait at __shfl_down_sync(mask 0xffffffff)" in message
+
+
+def test_writes_outside_an_array_are_reported(tiny):
+    out = np.zeros(10, dtype=np.int32)
+    tiny.get_function("overrun")((1,), (1,), (out, np.int64(9)))
+    assert out[9] == 1
+    message = _error(tiny, "overrun", (1,), (1,), (out, np.int64(10)))
+    assert "wrote outside array argument 0 (int32_t*): within 4 byte(s) after it" in message
+    message = _error(tiny, "overrun", (1,), (1,), (out, np.int64(-3)))
+    assert "within 12 byte(s) before it" in message
+
+
+def test_faults_in_a_kernel_are_reported(tiny):
+    """A wild pointer or a stack overflow ends the launch with an error, not the process."""
+    out = np.zeros(4, dtype=np.int32)
+    message = _error(tiny, "overrun", (1,), (1,), (out, np.int64(1) << 40))
+    assert message.startswith("overrun: block (0, 0, 0): thread 0: illegal memory access at 0x")
+    message = _error(tiny, "big_frame", (1,), (4,), (out, np.int64(1000)))
+    assert message.startswith("big_frame: block (0, 0, 0): thread 0: stack overflow: a fiber has 64 KiB of stack")
+    tiny.get_function("overrun")((1,), (1,), (out, np.int64(3)))  # the emulator goes on after a fault
+    assert out[3] == 1
+
+
+def test_launch_configuration_is_checked(tiny):
+    out = np.zeros(2048, dtype=np.int32)
+    tiny.get_function("bounded")((1,), (64,), (out,))
+    assert "at most 64 threads per block by __launch_bounds__" in _error(tiny, "bounded", (1,), (65,), (out,))
+    assert "at most 1024 threads" in _error(tiny, "overrun", (1,), (1025,), (out, np.int64(0)))
+    assert "below 1" in _error(tiny, "overrun", (0,), (1,), (out, np.int64(0)))
+
+
+def test_argument_count_and_types_are_checked(tiny):
+    f = tiny.get_function("rotate")  # (const int32_t* in, int32_t* out, int barrier)
+    x, out = np.zeros(32, dtype=np.int32), np.zeros(32, dtype=np.int32)
+    f((1,), (32,), (x, out, np.int32(1)))
+    cases = [((x, out), "rotate takes 3 arguments (const int32_t*, int32_t*, int32_t); got 2"),
+             ((x, out, np.int32(1), np.int32(1)), "takes 3 arguments"),
+             ((x.astype(np.int64), out, np.int32(1)), "argument 0 (const int32_t*) must be an array of int32 or "
+                                                      "np.uint64(0) (null); got an array of int64, shape (32,)"),
+             ((x, out, 1), "argument 2 (int32_t) must be np.int32(...); got int 1"),
+             ((x, out, np.int64(1)), "argument 2 (int32_t) must be np.int32(...); got np.int64"),
+             ((x, np.uint64(5), np.int32(1)), "argument 1 (int32_t*) must be"),
+             ((x, 0, np.int32(1)), "argument 1 (int32_t*) must be"),
+             ((x, np.zeros((32, 2), dtype=np.int32)[:, 0], np.int32(1)), "C-contiguous"),
+             ((x, np.zeros((4, 8), dtype=np.int32).T, np.int32(1)), "C-contiguous")]
+    readonly = out.copy()
+    readonly.flags.writeable = False
+    cases.append(((x, readonly, np.int32(1)), "argument 1 (int32_t*) must be a writable array of int32"))
+    for args, expected in cases:
+        with pytest.raises(TypeError) as info:
+            f((1,), (32,), args)
+        assert expected in str(info.value)
+    with pytest.raises(AttributeError, match="no kernel 'nope'"):
+        tiny.get_function("nope")
+
+
+# ---- the real kernels against their NumPy restatement (tests/gpu_model.py) ----
+
+KERNELS = _gpu.kernels_dir()
+SCHEDULES = [("forward", "forward", 0), ("reverse", "reverse", 0), ("shuffle", "shuffle", 11)]
+NULL = np.uint64(0)  # gpureco's null pointer argument
+
+
+def module(file, code=None, include=KERNELS):
+    options = tuple(f"-I{include}" if o.startswith("-I") else o for o in _gpu.compile_options())  # as gpureco
+    return RawModule(code=code if code is not None else (KERNELS / f"{file}.cu").read_text(), options=options)
+
+
+@pytest.fixture(scope="module")
+def real():
+    files = ("rank_tile", "exact_scores", "topk_tile")
+    with ThreadPoolExecutor(len(files)) as pool:
+        return dict(zip(files, pool.map(module, files)))
+
+
+class Problem:
+    """Users, items, factors (or given scores), training and test items, as gpureco hands them
+    to the kernels (gpureco/engine/_gpu.py: rank_users, top_k, _pair_scores)."""
+
+    def __init__(self, seed, dtype=np.float64, n_users=7, n_items=9000, n_factors=3, integer=False, bias=True,
+                 mode="factors", noise=False, big_user=False, train_density=0.1, test_density=0.02):
+        rng = np.random.default_rng(seed)
+        self.dtype, self.mode, self.seed, self.noise = np.dtype(dtype), mode, 1000 + seed, noise
+        self.n_items = n_items
+        if integer:
+            A = rng.integers(-2, 3, size=(n_users, n_factors)).astype(dtype)
+            B = rng.integers(-2, 3, size=(n_items, n_factors)).astype(dtype)
+        else:
+            A = rng.standard_normal((n_users, n_factors)).astype(dtype)
+            B = rng.standard_normal((n_items, n_factors)).astype(dtype)
+        A[1, 0] = np.nan  # every score NaN
+        A[2] = 0  # every score equal (the bias alone)
+        self.A, self.B = A, B
+        self.bias = (rng.integers(-2, 3, size=n_items).astype(np.float64) if integer else rng.standard_normal(n_items)) \
+            if bias else None
+        if mode == "given":  # evaluate(scores): float64 scores, ties and a NaN
+            self.G = np.round(rng.standard_normal((n_users, n_items)), 1)
+            self.G[3, 5] = np.nan
+        u = rng.random((n_users, n_items))
+        train = u < train_density
+        test = (u >= train_density) & (u < train_density + test_density)
+        if big_user:  # more test items than rank_tile keeps in shared memory (1024)
+            test[n_users - 1] = (u[n_users - 1] >= train_density) & (u[n_users - 1] < train_density + 0.2)
+            assert test[n_users - 1].sum() > 1024
+        self.train_indptr = np.concatenate([[0], np.cumsum(train.sum(axis=1))]).astype(np.int64)
+        self.train_indices = np.flatnonzero(train.ravel()) % n_items
+        self.train_indices = self.train_indices.astype(np.int32)
+        self.test = test
+
+    def launch_args(self):
+        """A, B, n_factors, bias as the kernels take them."""
+        if self.mode == "given":
+            return NULL, NULL, np.int64(0), NULL
+        bias = self.bias if self.bias is not None else NULL
+        if self.mode == "biases":  # a non-personalised model: the biases are the scores
+            return NULL, NULL, np.int64(0), bias
+        return self.A, self.B, np.int64(self.A.shape[1]), bias
+
+    def defined(self, users, items):
+        if self.mode == "given":
+            return self.G[users, items]
+        A, B, n_factors, bias = self.launch_args()
+        return gpu_model._defined(users, items, A, B, n_factors, bias)
+
+    def tolerance(self, batch):
+        if self.mode != "factors":
+            return np.zeros(batch.shape[0])
+        item_abs_max, bias_abs_max = magnitudes(self.B, self.bias if self.bias is not None else np.zeros(0))
+        return score_tolerance(self.A[batch], item_abs_max, bias_abs_max, self.dtype)
+
+    def tile(self, batch, begin, n):
+        """(scores, leading dimension, given) of items begin .. begin + n - 1, as _gpu.py's scorers."""
+        if self.mode == "given":
+            return self.G[batch][:, begin:], np.int64(self.n_items), np.int32(1)  # rows of a matrix
+        if self.mode == "biases":
+            return self.bias[begin:], np.int64(0), np.int32(1)
+        return np.matmul(self.A[batch], self.B[begin: begin + n].T), np.int64(n), np.int32(0)
+
+    def rank_launches(self, batch, tile):
+        """The rank_tile launches of one batch: [(grid, block, args)], sharing their outputs."""
+        local, items = np.nonzero(self.test[batch])
+        users = batch[local]
+        scores, keys = self.defined(users, items), tie_keys(users, items.astype(np.int64), self.seed, self.noise)
+        order = np.lexsort([keys, ~order_key(np, scores), local.astype(np.uint64)])
+        tests_begin = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=batch.shape[0]))]).astype(np.int64)
+        nb, m = batch.shape[0], items.shape[0]
+        outputs = (np.zeros(m, dtype=np.int32), np.full(nb, np.iinfo(np.uint64).max, dtype=np.uint64),
+                   np.zeros(nb, dtype=np.uint64), np.zeros(nb, dtype=np.int32))
+        launches = []
+        for begin in range(0, self.n_items, tile):
+            n = min(tile, self.n_items - begin)
+            S, ld, given = self.tile(batch, begin, n)
+            launches.append(((nb, (n + 4095) // 4096), (256,), (
+                S, ld, given, np.int64(begin), np.int64(n), batch, self.train_indptr, self.train_indices, tests_begin,
+                scores[order], keys[order], *outputs, self.tolerance(batch), *self.launch_args(), np.uint64(self.seed),
+                np.int32(self.noise))))
+        return launches, outputs
+
+    def topk_launches(self, batch, tile, k):
+        nb = batch.shape[0]
+        outputs = (np.full(nb * 8192, np.nan), np.full(nb * 8192, -1, dtype=np.int32), np.zeros(nb, dtype=np.int32),
+                   np.full(nb, -np.inf), np.zeros(nb, dtype=np.int32))
+        launches = []
+        for begin in range(0, self.n_items, tile):
+            n = min(tile, self.n_items - begin)
+            S, ld, given = self.tile(batch, begin, n)
+            launches.append(((nb,), (1024,), (S, ld, given, np.int64(begin), np.int64(n), batch, self.train_indptr,
+                                              self.train_indices, self.launch_args()[3], self.tolerance(batch),
+                                              np.int64(k), *outputs)))
+        return launches, outputs
+
+
+def fresh(launches, outputs):
+    """The launches again with new copies of their output arrays (each run starts from the same state)."""
+    copies = {id(a): a.copy() for a in outputs}
+    return [(g, b, tuple(copies.get(id(x), x) for x in args)) for g, b, args in launches], \
+        tuple(copies[id(a)] for a in outputs)
+
+
+def _as_the_model_reads(x):
+    """gpu_model indexes a score tile as flat memory from its first element (S.reshape(-1)), so a
+    strided view (given scores: rows[:, begin:], read by the kernels through ld) is handed to it
+    as that memory."""
+    if isinstance(x, np.ndarray) and not x.flags.c_contiguous:
+        return x.base.reshape(-1)[(x.ctypes.data - x.base.ctypes.data) // x.itemsize:]
+    return x
+
+
+def run(kernel, launches, outputs, **options):
+    launches, outputs = fresh(launches, outputs)
+    for grid, block, args in launches:
+        if options:
+            kernel(grid, block, args, **options)
+        else:  # the model
+            kernel(grid, block, tuple(map(_as_the_model_reads, args)))
+    return outputs
+
+
+def topk_result(outputs):
+    """Per user: overflow, and unless overflowed count, tau and the candidates as a sorted set."""
+    scores, items, count, tau, overflow = outputs
+    result = []
+    for b in range(count.shape[0]):
+        if overflow[b]:
+            result.append(("overflow",))
+            continue
+        s, i = scores[b * 8192: b * 8192 + count[b]], items[b * 8192: b * 8192 + count[b]]
+        order = np.lexsort([s, i])
+        result.append((int(count[b]), float(tau[b]), i[order].tolist(), s[order].tolist()))
+    return result
+
+
+def pool(keys_min, keys_max, nonfinite):
+    """The pool statistics as _gpu.rank_users reads them: (bad, min, max), min and max where not bad.
+    (For a pool without a non-NaN score the model leaves keys that decode to NaN where the kernels
+    fold +inf and -inf: both are bad, which is all gpureco reads then.)"""
+    mn, mx = _gpu._from_order_key(np, keys_min), _gpu._from_order_key(np, keys_max)
+    bad = (nonfinite != 0) | np.isinf(mn) | np.isinf(mx) | np.isnan(mn) | np.isnan(mx)
+    return bad, np.where(bad, 0.0, mn), np.where(bad, 0.0, mx)
+
+
+def assert_same(got, want, what):
+    if got[0] is not None:
+        np.testing.assert_array_equal(got[0], want[0], err_msg=f"{what}: counts")
+    for name, g, w in zip(("bad", "pool_min", "pool_max"), pool(*got[1:]), pool(*want[1:])):
+        np.testing.assert_array_equal(g, w, err_msg=f"{what}: {name}")
+
+
+RANK_CASES = {
+    "f64": dict(seed=1),
+    "f32": dict(seed=2, dtype=np.float32),
+    "f32-ties-noise": dict(seed=3, dtype=np.float32, integer=True, noise=True),
+    "f64-ties-no-bias": dict(seed=4, integer=True, bias=False),
+    "f64-big-user": dict(seed=5, big_user=True, integer=True),
+    "f32-big-user-noise": dict(seed=6, dtype=np.float32, big_user=True, noise=True),
+    "given": dict(seed=7, mode="given"),
+    "biases": dict(seed=8, mode="biases", integer=True),
+}
+
+
+@pytest.mark.parametrize("case", RANK_CASES)
+def test_rank_tile_equals_the_model(real, case):
+    p = Problem(**RANK_CASES[case])
+    batch = np.array([0, 1, 2, 3, 4, 6], dtype=np.int64)  # not every user: batch row b is not user b
+    launches, outputs = p.rank_launches(batch, tile=5000)  # a tile of 2 segments, then one of 1
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert want[0].sum() > 0
+    kernel = real["rank_tile"].get_function(f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
+        assert_same(got, want, f"{case}, {schedule}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_pair_scores_and_pool_stats_equal_the_model(real, dtype, with_bias):
+    p = Problem(seed=9, dtype=dtype, n_items=700, bias=with_bias)
+    suffix = "f32" if dtype == np.float32 else "f64"
+    rng = np.random.default_rng(10)
+    users = rng.integers(0, 7, size=700).astype(np.int64)
+    items = rng.integers(0, 700, size=700).astype(np.int64)
+    for with_scores in (True, False):  # GivenScores asks for the tie keys alone
+        outputs = (np.full(700, -1.0) if with_scores else NULL, np.zeros(700, dtype=np.uint64))
+        args = (users, items, np.int64(700), *p.launch_args(), np.uint64(p.seed), np.int32(1), *outputs)
+        launches = [((2,), (256,), args)]  # a grid-stride loop over 700 pairs
+        arrays = tuple(o for o in outputs if isinstance(o, np.ndarray))
+        want = run(gpu_model.pair_scores_kernel, launches, arrays)
+        for schedule, block_order, seed in SCHEDULES:
+            got = run(real["exact_scores"].get_function(f"pair_scores_{suffix}"), launches, arrays,
+                      schedule=schedule, block_order=block_order, seed=seed)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+    batch = np.arange(7, dtype=np.int64)
+    outputs = (np.full(7, np.iinfo(np.uint64).max, dtype=np.uint64), np.zeros(7, dtype=np.uint64),
+               np.zeros(7, dtype=np.int32))
+    launches = [((7,), (256,), (batch, np.int64(700), p.train_indptr, p.train_indices, *p.launch_args(), *outputs))]
+    want = run(gpu_model.pool_stats, launches, outputs)
+    assert want[2][1] == 1 and want[2].sum() == 1  # the NaN user alone
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["exact_scores"].get_function(f"pool_stats_{suffix}"), launches, outputs, schedule=schedule,
+                  block_order=block_order, seed=seed)
+        assert_same((None, *got), (None, *want), f"pool_stats, {schedule}")
+
+
+TOPK_CASES = {
+    "f64-k5": dict(problem=dict(seed=12), k=5),
+    "f32-k5-ties": dict(problem=dict(seed=13, dtype=np.float32, integer=True), k=5),
+    "f32-k1000": dict(problem=dict(seed=14, dtype=np.float32), k=1000),
+    "f64-k1-no-bias": dict(problem=dict(seed=15, bias=False), k=1),
+    "given": dict(problem=dict(seed=16, mode="given"), k=7),
+    "biases": dict(problem=dict(seed=17, mode="biases"), k=3),
+}
+
+
+@pytest.mark.parametrize("case", TOPK_CASES)
+def test_topk_tile_equals_the_model(real, case):
+    p = Problem(**TOPK_CASES[case]["problem"])
+    batch = np.array([0, 1, 2, 3, 5], dtype=np.int64)
+    launches, outputs = p.topk_launches(batch, tile=5000, k=TOPK_CASES[case]["k"])
+    want = topk_result(run(gpu_model.topk_tile, launches, outputs))
+    kernel = real["topk_tile"].get_function(f"topk_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
+    for schedule, block_order, seed in SCHEDULES:
+        got = topk_result(run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed))
+        assert got == want, f"{case}, {schedule}"
+    if p.mode == "factors" and p.bias is None:
+        assert want[2] == ("overflow",)  # every score 0: more near-ties than the buffer holds
+
+
+# ---- seeded bugs: a mutated copy of a kernel must be caught ----
+
+def mutate(text, old, new, occurrence=1):
+    """text with the occurrence-th `old` replaced by `new`; the mutation must apply."""
+    parts = text.split(old)
+    assert len(parts) > occurrence, f"mutation does not apply: {old!r} occurs {len(parts) - 1} time(s)"
+    return old.join(parts[:occurrence]) + new + old.join(parts[occurrence:])
+
+
+def caught(kernel, launches, outputs, want, compare):
+    """Whether the kernel, under every schedule, raises EmulationError or gives another result."""
+    for schedule, block_order, seed in SCHEDULES:
+        try:
+            got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
+        except EmulationError:
+            continue
+        if compare(got) == compare(want):
+            return False
+    return True
+
+
+def rank_outputs(outputs):
+    return [a.tolist() for a in (outputs[0], *pool(*outputs[1:]))]
+
+
+RANK_MUTANTS = {
+    "off-by-one j <= seg_n": ("j < seg_n; j += blockDim.x", "j <= seg_n; j += blockDim.x", 1),
+    "off-by-one c <= m": ("if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
+    "missing barrier after the training bitmap": ("__syncthreads();", "", 2),
+    "missing barrier after loading the test items": ("__syncthreads();", "", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", RANK_MUTANTS)
+def test_rank_tile_mutants_are_caught(real, mutant):
+    p = Problem(seed=21, integer=True, big_user=True, train_density=0.2)  # ties: many c == m; > 1024 tests
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    original = real["rank_tile"].get_function("rank_tile_f64")
+    assert not caught(original, launches, outputs, want, rank_outputs)
+    old, new, occurrence = RANK_MUTANTS[mutant]
+    source = mutate((KERNELS / "rank_tile.cu").read_text(), old, new, occurrence)
+    assert caught(module("rank_tile", source).get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+
+
+def test_topk_tile_missing_barrier_is_caught(real):
+    p = Problem(seed=22, train_density=0.2)
+    launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
+    want = run(gpu_model.topk_tile, launches, outputs)
+    assert not caught(real["topk_tile"].get_function("topk_tile_f64"), launches, outputs, want, topk_result)
+    text = (KERNELS / "topk_tile.cu").read_text()
+    barrier = "            atomicOr(&train_bits[j >> 5], 1u << (j & 31));\n        }\n        __syncthreads();"
+    source = mutate(text, barrier, barrier.replace("__syncthreads();", ""))
+    kernel = module("topk_tile", source).get_function("topk_tile_f64")
+    assert caught(kernel, launches, outputs, want, topk_result)
+
+
+def test_pair_scores_off_by_one_is_caught(real):
+    p = Problem(seed=23, n_items=700)
+    users, items = np.arange(700, dtype=np.int64) % 7, np.arange(700, dtype=np.int64)
+    outputs = (np.zeros(700), np.zeros(700, dtype=np.uint64))
+    launches = [((2,), (256,), (users, items, np.int64(700), *p.launch_args(), np.uint64(1), np.int32(0), *outputs))]
+    source = mutate((KERNELS / "exact_scores.cu").read_text(), "i < n; i +=", "i <= n; i +=")
+    # thread 188 takes i = 700 = n: it reads users[700], the guard zone's poison, as a user index
+    with pytest.raises(EmulationError, match=r"pair_scores_f64: block \(0, 0, 0\): thread 188: illegal memory access"):
+        run(module("exact_scores", source).get_function("pair_scores_f64"), launches, outputs, schedule="forward")
+
+
+def test_wrong_mask_in_common_header_is_caught(real, tmp_path):
+    """gr_fold_pool_stats (kernels/common.cuh) with half a warp in its shuffle masks: every
+    kernel that includes the copied header reports it."""
+    for path in KERNELS.glob("*.cu*"):
+        shutil.copy(path, tmp_path / path.name)
+    header = (tmp_path / "common.cuh").read_text()
+    assert header.count("__shfl_down_sync(0xFFFFFFFFu") == 3
+    (tmp_path / "common.cuh").write_text(header.replace("__shfl_down_sync(0xFFFFFFFFu", "__shfl_down_sync(0x0000FFFFu"))
+    p = Problem(seed=24, n_items=700)
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=700)
+    kernel = module("rank_tile", (tmp_path / "rank_tile.cu").read_text(), include=tmp_path).get_function("rank_tile_f64")
+    with pytest.raises(EmulationError, match=r"__shfl_down_sync\(mask 0x0000ffff\) \(.*common.cuh:\d+\) is called by "
+                                             r"thread 16 \(lane 16\), which the mask does not name"):
+        run(kernel, launches, outputs, schedule="forward")
+    stats = module("exact_scores", (tmp_path / "exact_scores.cu").read_text(), include=tmp_path)
+    outputs = (np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.int32))
+    args = (np.arange(7, dtype=np.int64), np.int64(700), p.train_indptr, p.train_indices, *p.launch_args(), *outputs)
+    with pytest.raises(EmulationError, match="which the mask does not name"):
+        stats.get_function("pool_stats_f64")((7,), (256,), args)
