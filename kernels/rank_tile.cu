@@ -75,11 +75,13 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
         const double s = (double)raw;
         mn = fmin(mn, s);
         mx = fmax(mx, s);
-        bad |= !isfinite(s);
-        if (!(s >= worst)) continue;
-        int64_t c = gr_count_above(ts, m, s);
-        if ((c > 0 && ts[c - 1] <= s + tl) || (c < m && ts[c] >= s - tl)) {
-            // a test item lies within the filter's error: decide with the defined score
+        const bool finite = isfinite(s);
+        bad |= !finite;
+        if (finite && s < worst) continue;
+        int64_t c = finite ? gr_count_above(ts, m, s) : 0;
+        if (!finite || (c > 0 && ts[c - 1] <= s + tl) || (c < m && ts[c] >= s - tl)) {
+            // a test item lies within the filter's error, or the filter overflowed (inf, or
+            // inf - inf): decide with the defined score
             const double e = given ? s : gr_exact_score(a, B + item * n_factors, n_factors, bias, item);
             c = gr_count_outranking(ts, tk, m, e, gr_tie_key(seed, (uint64_t)u, (uint64_t)item, noise));
         }

@@ -3,8 +3,9 @@
 // K-th largest filter score seen (raised by a radix select whenever the buffer fills up).
 // The buffer therefore holds every item that can be in the top K by the defined score
 // (|filter - defined| <= tol); the host side computes the candidates' defined scores and
-// keeps the K best (ties by key). A user whose near-ties overflow the buffer is flagged
-// and ranked by the slower full-row path.
+// keeps the K best (ties by key). A user whose near-ties overflow the buffer, or whose
+// filter scores are not all finite (a float32 overflow bounds nothing), is flagged and
+// ranked by the slower full-row path.
 #include "common.cuh"
 
 #define TOPK_THREADS 1024
@@ -58,6 +59,7 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ uint64_t sh_prefix;
     __shared__ int64_t sh_left;
     __shared__ int sh_count;
+    __shared__ int sh_unsure;
     __shared__ double sh_tau;
 
     const int64_t b = blockIdx.x;
@@ -72,6 +74,7 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     if (threadIdx.x == 0) {
         sh_count = count[b];
         sh_tau = tau[b];
+        sh_unsure = 0;
     }
     __syncthreads();
 
@@ -127,6 +130,10 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             T raw = row[c0 + j];
             if (!given && bias) raw = raw + (T)bias[item];
             const double s = (double)raw;
+            if (!given && !isfinite(s)) {  // the filter overflowed: the full-row path decides
+                atomicOr(&sh_unsure, 1);
+                continue;
+            }
             if (s >= threshold) {  // NaN never is
                 const int p = atomicAdd(&sh_count, 1);
                 cs[p] = s;
@@ -134,6 +141,10 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             }
         }
         __syncthreads();
+        if (sh_unsure) {  // read by every thread after the barrier: all return together
+            if (threadIdx.x == 0) overflow[b] = 1;
+            return;
+        }
     }
     if (threadIdx.x == 0) {
         count[b] = sh_count;

@@ -82,11 +82,12 @@ def rank_tile(grid, block, args):
         if m == 0:
             continue
         ts, tk, tl = test_scores[t0: t0 + m], test_keys[t0: t0 + m], tol[b]
-        keep = s >= ts[-1] - tl
-        items, s = items[keep], s[keep]
+        finite = np.isfinite(s)
+        keep = (s >= ts[-1] - tl) | ~finite
+        items, s, finite = items[keep], s[keep], finite[keep]
         c = np.searchsorted(-ts, -s, side="left")  # #{ts > s}
         above, below = ts[np.maximum(c - 1, 0)], ts[np.minimum(c, m - 1)]
-        near = ((c > 0) & (above <= s + tl)) | ((c < m) & (below >= s - tl))
+        near = ((c > 0) & (above <= s + tl)) | ((c < m) & (below >= s - tl)) | ~finite
         if np.any(near):
             e = s[near] if given else _defined(np.full(int(near.sum()), u), items[near], A, B, n_factors, bias)
             keys = tie_keys(np.full(int(near.sum()), u, dtype=np.int64), items[near].astype(np.int64), int(seed),
@@ -133,6 +134,9 @@ def topk_tile(grid, block, args):
                     break
             items = _pool(train_indptr, train_indices, int(users[b]), begin + c0, min(TOPK_CHUNK, n_tile - c0))
             s = _filter(S, ld, given, begin, b, items - begin, bias)
+            if not given and not np.all(np.isfinite(s)):  # the filter overflowed: the full-row path
+                overflow[b] = 1
+                break
             take = s >= tau[b] - band
             added = int(take.sum())
             cs[n: n + added], ci[n: n + added] = s[take], items[take]

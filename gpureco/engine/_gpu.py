@@ -328,7 +328,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
 
 def _full_row_candidates(scorer, batch, rows, user_rows, tol, k, train_indptr, train_indices, n_items):
     """(local user, item, filter score) of every pool item within 2 tol of the user's k-th
-    largest filter score: a superset of the top k by defined score."""
+    largest finite filter score, and of every pool item whose filter score is not finite: a
+    superset of the top k by defined score (as _cpu.top_k)."""
     cp = _backend.cupy()
     S, ld, _ = scorer.tile(None if user_rows is None else user_rows[rows], 0, n_items,
                            None if scorer.given else cp.empty(rows.shape[0] * n_items, dtype=scorer.dtype))
@@ -336,10 +337,12 @@ def _full_row_candidates(scorer, batch, rows, user_rows, tol, k, train_indptr, t
         S = cp.broadcast_to(S[:n_items], (rows.shape[0], n_items))
     elif scorer.biases is not None:  # as the kernels add them: in the factors' dtype
         S = S + scorer.biases.astype(scorer.dtype)
-    S = S.astype(cp.float64)  # a copy: the training items are masked in it
+    S = S.astype(cp.float64)
     row_of, entry, _ = row_entries(cp, train_indptr, batch[rows])
-    S[row_of, train_indices[entry]] = cp.nan
-    finite_view = cp.where(cp.isnan(S), -cp.inf, S)
-    kth = -cp.sort(-finite_view, axis=1)[:, k - 1] if k <= n_items else cp.full(rows.shape[0], -cp.inf)
-    local, item = cp.nonzero(S >= (kth - 2.0 * tol[rows])[:, None])
+    trained = cp.zeros(S.shape, dtype=bool)
+    trained[row_of, train_indices[entry]] = True
+    unsure = ~cp.isfinite(S) & ~trained  # the filter overflowed (or inf - inf): always a candidate
+    known = cp.where(trained | unsure, -cp.inf, S)
+    kth = -cp.sort(-known, axis=1)[:, k - 1] if k <= n_items else cp.full(rows.shape[0], -cp.inf)
+    local, item = cp.nonzero(((known >= (kth - 2.0 * tol[rows])[:, None]) & ~trained) | unsure)
     return rows[local], item.astype(cp.int64), S[local, item]

@@ -181,3 +181,27 @@ def test_the_model_device_really_is_adversarial(monkeypatch):
         assert np.any(cupy.log2(x) != np.log2(x))
         np.testing.assert_array_equal(cupy.bincount(bins, minlength=3), np.bincount(bins, minlength=3))  # integers exact
 
+
+
+@pytest.mark.parametrize("kind", _devices())
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy, standing in for CuPy, announces the overflows
+def test_overflowing_filter_scores_on_the_gpu_backend(kind, monkeypatch):
+    """float32 cuBLAS products that overflow (inf, or inf - inf) while the defined score is
+    finite: the defined score decides, as on the CPU (metrics, and top_k's kernel and
+    full-row paths)."""
+    rng = np.random.default_rng(11)
+    X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=40, n_factors=3, dtype=np.float32)
+    A, B = (A * np.float32(3e19)).astype(np.float32), (B * np.float32(3e19)).astype(np.float32)
+    bias = np.where(rng.random(40) < 0.1, 1e39, 0.0)  # beyond float32: inf in the filter
+    X_train, X_test = to_csr(X_train), to_csr(X_test)
+    cpu = _metrics(X_train, X_test, A, B, "cpu", item_biases=bias)
+    cpu_lists = gpureco.top_k(A, B, 5, X_train=X_train, item_biases=bias, device="cpu")
+    with _on(kind, monkeypatch):
+        _assert_same(_metrics(X_train, X_test, A, B, "gpu", item_biases=bias), cpu, "overflowing filter")
+        for k in (5, 3):
+            if kind != "gpu":
+                monkeypatch.setattr(_gpu, "TOPK_MAX_K", 4 if k == 5 else 1024)  # both top-K paths
+            want = cpu_lists if k == 5 else gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device="cpu")
+            got = gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device="gpu")
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
