@@ -200,6 +200,17 @@ def machine_info():
             "python": sys.version.split()[0], "loadavg_at_start": load}
 
 
+def write_results(out_dir, name, info, markdown_text):
+    """<out_dir>/<name>.json (info) and .md (the text); returns the path without suffix."""
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, name)
+    with open(stem + ".json", "w") as f:
+        json.dump(info, f, indent=2)
+    with open(stem + ".md", "w") as f:
+        f.write(markdown_text if markdown_text.endswith("\n") else markdown_text + "\n")
+    return stem
+
+
 def git_commit():
     try:
         here = os.path.dirname(os.path.abspath(__file__))
@@ -355,12 +366,7 @@ def main(argv=None):
     info.update(results=results, targets={f"gpureco_{m}_ge_{TARGET_RATIO:g}x_recometrics": ok
                                           for m, ok in targets.items()},
                 agreement=agree, agreement_problems=labels)
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"cpu_{dt.date.today().isoformat()}")
-    with open(stem + ".json", "w") as f:
-        json.dump(info, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write(markdown(info))
+    stem = write_results(args.out, f"cpu_{dt.date.today().isoformat()}", info, markdown(info))
     print(f"\nwrote {stem}.json and {stem}.md")
 
 

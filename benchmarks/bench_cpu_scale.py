@@ -6,7 +6,6 @@ Shows that memory stays bounded by the inputs plus `max_memory` (the score block
 the number of users. Writes results/cpu_scale_<users>x<items>.json and .md.
 """
 import argparse
-import json
 import os
 import platform
 import resource
@@ -18,6 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 
 import gpureco
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cpu import write_results  # noqa: E402
 
 
 def peak_rss_gib():
@@ -63,12 +65,8 @@ def main():
         "max_memory_mib": args.max_memory_mib, "mean": {c: round(float(v), 6) for c, v in df.mean().items()},
     }
     name = f"cpu_scale_{args.users}x{args.items}_{args.metrics}"
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, name + ".json"), "w") as f:
-        json.dump(result, f, indent=2)
     table = "\n".join(f"| {key} | {value} |" for key, value in result.items() if key != "mean")
-    with open(os.path.join(args.out, name + ".md"), "w") as f:
-        f.write(f"# gpureco CPU engine at scale\n\n| | |\n|---|---|\n{table}\n")
+    write_results(args.out, name, result, f"# gpureco CPU engine at scale\n\n| | |\n|---|---|\n{table}\n")
     print(table)
 
 

@@ -20,7 +20,6 @@ gpureco's. Figures, device, commit and command go to <out>/gpu_<date>.json and .
 """
 import argparse
 import datetime as dt
-import json
 import os
 import shlex
 import sys
@@ -29,7 +28,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cpu import git_commit, make_problem  # noqa: E402
+from bench_cpu import git_commit, make_problem, write_results  # noqa: E402
 
 import gpureco  # noqa: E402
 
@@ -208,12 +207,7 @@ def main(argv=None):
               f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
               f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
     print("\n".join(lines))
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"gpu_{info['date']}")
-    with open(stem + ".json", "w") as f:
-        json.dump(info, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(args.out, f"gpu_{info['date']}", info, "\n".join(lines))
 
 
 if __name__ == "__main__":

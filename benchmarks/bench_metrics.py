@@ -18,7 +18,6 @@ Writes <out>/metrics_<date>.json and .md.
 """
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import shlex
@@ -28,7 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cpu import git_commit  # noqa: E402
+from bench_cpu import git_commit, write_results  # noqa: E402
 
 from gpureco.engine._metrics import metrics_from_ranks  # noqa: E402
 from gpureco.engine._registry import METRICS  # noqa: E402
@@ -87,12 +86,7 @@ def main(argv=None):
         lines.append(f"| {row['problem']} | {row['cutoffs']} | {row['test_items']:,} | {row['seconds']:.3f} | "
                      f"{row['copied_bytes'] / 2**20:.1f} MiB |")
     print("\n".join(lines))
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"metrics_{info['date']}")
-    with open(stem + ".json", "w") as f:
-        json.dump(info, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_results(args.out, f"metrics_{info['date']}", info, "\n".join(lines))
 
 
 if __name__ == "__main__":
