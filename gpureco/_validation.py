@@ -83,12 +83,19 @@ def _check_real_dtype(dtype, name, quoted=True):
         raise TypeError(f"{label} must hold numbers; got dtype {dtype}.")
 
 
+def _refuse_masked(value, label):
+    if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask and keep the masked values
+        raise TypeError(f"{label} is a NumPy masked array; gpureco does not read masks: fill the masked values "
+                        f"(.filled(...)) or remove them first; got {int(np.ma.count_masked(value))} masked values.")
+
+
 def host_array_or_device(value, label):
     """`value` unchanged if it lives in GPU memory, else as a NumPy array: a host input is then
     checked on the host before it moves, so no message comes from NumPy or CuPy (CuPy would
     say 'Unsupported dtype <U1')."""
     if _backend.is_device_array(value):
         return value
+    _refuse_masked(value, label)
     try:
         return np.asarray(value)
     except (TypeError, ValueError):  # ragged nested lists, objects NumPy cannot read
@@ -136,6 +143,7 @@ def as_csr(X, name, shape=None, values="float64"):
             _check_compressed_structure(X, name)
         X = sp.csr_array(X, copy=True)
     else:
+        _refuse_masked(X, f"'{name}'")
         arr = np.asarray(X)
         _check_real_dtype(arr.dtype, name)
         if arr.ndim != 2:

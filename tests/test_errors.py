@@ -26,6 +26,10 @@ def negative_csr():
 
 
 CASES = [
+    (dict(A=np.ma.masked_array(A, mask=A > 1)), TypeError,
+     r"'A' is a NumPy masked array; gpureco does not read masks: fill the masked values"),
+    (dict(X_test=np.ma.masked_array(X_TEST.toarray(), mask=X_TEST.toarray() > 0)), TypeError,
+     r"'X_test' is a NumPy masked array"),
     (dict(k=0), ValueError, r"'k' must be an int in the range \[1, 5\]; got 0"),
     (dict(k=6), ValueError, r"'k' must be an int in the range \[1, 5\]; got 6"),
     (dict(k=2.5), TypeError, r"'k' must be an int; got 2.5"),

@@ -62,7 +62,7 @@ def _print_summary(args, results):
 
 def _nan_note(args, counts, n_users):
     if counts and not args.quiet:
-        lines = [f"  rule {code}: {n} users ({NAN_REASONS[int(code.split()[-1])]})" for code, n in counts.items()]
+        lines = [f"  {rule}: {n} users ({NAN_REASONS[int(rule.split()[-1])]})" for rule, n in counts.items()]
         print(f"NaN metrics (docs/metrics.md, NaN rules), out of {n_users} users:", *lines, sep="\n", file=sys.stderr)
 
 

@@ -140,8 +140,9 @@ def nan_counts(names, reason, n_pool, n_test, max_k, ndcg_nan=None):
     return {code: n for code, n in counts.items() if n}
 
 
-def warn_nan(counts, n_users, stacklevel=3):
-    """One warning for the whole call, with the number of users under each NaN rule."""
+def warn_nan(counts, n_users, stacklevel):
+    """One warning for the whole call, with the number of users under each NaN rule (stacklevel:
+    the frame of the caller's own call)."""
     if not counts:
         return
     whole = sum(n for code, n in counts.items() if code <= 5)

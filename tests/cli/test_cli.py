@@ -320,7 +320,8 @@ def test_nan_users_reported_once(files, capsys, tmp_path):
     test.assign(value=np.where(test["user"] < 5, -1.0, test["value"])).to_csv(tmp_path / "t.csv", index=False)
     code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--factors",
                        d / "A.npy", d / "B.npy", "--metrics", "NDCG@5")
-    assert code == 0 and "rule 8: 5 users (no test item with a positive value" in err
+    assert code == 0 and "\n  rule 8: 5 users (no test item with a positive value" in err
+    assert "rule rule" not in err
 
 
 @pytest.mark.skipif(GPU_MISSING is None, reason="a GPU is usable here")

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import gpureco
 from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
