@@ -114,9 +114,14 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
             raise ValueError(f"Metric {name} in 'metrics' needs {' and '.join(repr(a) for a in missing)}; got None.")
     if popularity is not None:
         popularity = np.asarray(popularity, dtype=np.float64)
-        if popularity.shape != (n_items,) or bool(np.any(popularity < 0)):
-            raise ValueError(f"'popularity' must hold n_items={n_items} non-negative counts; got shape "
+        if popularity.shape != (n_items,):
+            raise ValueError(f"'popularity' must hold n_items={n_items} finite, non-negative counts; got shape "
                              f"{popularity.shape}.")
+        bad = ~np.isfinite(popularity) | (popularity < 0)
+        if np.any(bad):
+            first = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"'popularity' must hold n_items={n_items} finite, non-negative counts; got "
+                             f"{int(bad.sum())} that are not, for example {float(popularity[first])!r} for item {first}.")
     if n_train_users is not None:
         n_train_users = v.check_int(n_train_users, "n_train_users", low=2)
     if baseline is not None:

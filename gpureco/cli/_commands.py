@@ -69,7 +69,10 @@ def _nan_note(args, counts, n_users):
 # --- demo -------------------------------------------------------------------------------------------
 
 def cmd_demo(args):
-    from ._demo import run_demo
+    from ._demo import PURE_SVD_FACTORS, run_demo
+    if min(args.users, args.items) <= PURE_SVD_FACTORS:
+        raise UsageError(f"--users and --items must be at least {PURE_SVD_FACTORS + 1} (the demo's PureSVD fits "
+                         f"{PURE_SVD_FACTORS} factors); got --users {args.users}, --items {args.items}.")
     started = time.perf_counter()
     headline, _, path = run_demo(args.users, args.items, k=args.k, seed=args.seed, device=args.device,
                                  report=None if args.no_report else args.report,

@@ -26,7 +26,10 @@ def pure_svd(X_train, n_factors, seed):
     return np.asarray(X_train @ B), B
 
 
-def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=16, seed=0, device="auto",
+PURE_SVD_FACTORS = 16
+
+
+def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=PURE_SVD_FACTORS, seed=0, device="auto",
              report="gpureco_demo_report.html", echo=print):
     """Run the demo; returns ({model: per-user frame}, report path or None). `echo` prints progress."""
     data = make_interactions(n_users, n_items, seed=seed)

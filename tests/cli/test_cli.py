@@ -330,3 +330,10 @@ def test_no_gpu_for_device_gpu_is_exit_3_in_one_line(capsys):
     assert code == 3
     assert err.count("\n") == 1 and err.startswith("gpureco demo: not available: device='gpu' needs a usable GPU")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("size", [["--users", "1"], ["--items", "16"]])
+def test_demo_too_small_is_a_usage_error(capsys, size):
+    code, _, err = run(capsys, "demo", *size, "--no-report")
+    assert code == 2 and err.count("\n") == 1
+    assert "--users and --items must be at least 17 (the demo's PureSVD fits 16 factors)" in err
