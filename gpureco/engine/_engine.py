@@ -16,7 +16,7 @@ from . import _backend, _cpu
 from ._metrics import metrics_from_ranks, nan_reasons
 from ._registry import NAN_REASONS
 
-DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of one block of scores
+DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
 
 
 @dataclass
@@ -42,13 +42,22 @@ class Problem:
         return self.X_test.shape[1]
 
 
-def batch_size_for(n_items, itemsize, nthreads, max_memory, batch_size=None):
-    """Users per score block: `batch_size` if given, else as many as fit in `max_memory` bytes
-    beside the ranking threads' own buffers (_cpu.THREAD_ROWS score rows each)."""
-    if batch_size is not None:
-        return batch_size
+def cpu_plan(n_items, itemsize, nthreads, max_memory=None, batch_size=None):
+    """(users per score block, ranking threads) whose buffers fit in `max_memory` bytes: the
+    block of scores and _cpu.THREAD_ROWS score rows per thread, `itemsize` bytes a score.
+    Fewer threads where the budget needs it; an explicit budget below one user and one thread
+    is an error; the default (DEFAULT_MAX_MEMORY) grows to that minimum for huge catalogues.
+    `batch_size`, when given, is taken as it is."""
     row_bytes = max(1, n_items * itemsize)
-    return max(1, int(max_memory // row_bytes) - nthreads * _cpu.THREAD_ROWS)
+    minimum = (_cpu.THREAD_ROWS + 1) * row_bytes
+    if max_memory is None:
+        max_memory = max(DEFAULT_MAX_MEMORY, minimum)
+    elif max_memory < minimum:
+        raise ValueError(f"'max_memory' must be at least {minimum} bytes for {n_items} items ({_cpu.THREAD_ROWS + 1} "
+                         f"rows of {itemsize}-byte scores: one user's and the ranking thread's); got {max_memory}.")
+    fit = max_memory // row_bytes
+    nthreads = max(1, min(nthreads, (fit - 1) // _cpu.THREAD_ROWS))
+    return (batch_size if batch_size is not None else max(1, fit - nthreads * _cpu.THREAD_ROWS)), nthreads
 
 
 def on_device(problem):
@@ -105,11 +114,10 @@ def _evaluate(problem, request):
     else:
         # given scores: float64 rows and their transposed copy
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
-        rows = batch_size_for(problem.n_items, itemsize, request.nthreads, max_memory or DEFAULT_MAX_MEMORY,
-                              request.batch_size)
+        rows, nthreads = cpu_plan(problem.n_items, itemsize, request.nthreads, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-        ranking = _cpu.rank_users(problem, users, rows, request.nthreads, max_rank)
+        ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
     # integers from here on: the metrics are computed on the host, in one defined order
     ranks, nonfinite = host_array(ranking.ranks), host_array(ranking.nonfinite).astype(bool)
     pool_min, pool_max = host_array(ranking.pool_min), host_array(ranking.pool_max)

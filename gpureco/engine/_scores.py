@@ -19,13 +19,24 @@ def _gamma(n, unit_roundoff):
     return n * unit_roundoff / (1.0 - n * unit_roundoff)
 
 
+_CHUNK_BYTES = 4 << 20  # temporaries of `magnitudes`: a few chunks of this size, not copies of B
+
+
+def _finite_abs_max(xp, X):
+    """max over the rows of X of |X| where finite (0 where none), column by column for a 2-d X,
+    computed a chunk of rows at a time (the maximum does not depend on the order)."""
+    out = xp.zeros(X.shape[1:], dtype=xp.float64)
+    rows = max(1, _CHUNK_BYTES // max(1, X[:1].nbytes))
+    for begin in range(0, X.shape[0], rows):
+        part = X[begin: begin + rows]  # (CuPy's max takes no `initial`: the zeros above stand in)
+        out = xp.maximum(out, xp.where(xp.isfinite(part), xp.abs(part), 0).max(axis=0).astype(xp.float64))
+    return out
+
+
 def magnitudes(B, biases):
     """Per factor, max_j |B[j, f]|, and max_j |bias_j|, over finite values (float64)."""
-    xp = array_module(B, biases)  # (CuPy's max takes no `initial`)
-    finite = xp.where(xp.isfinite(B), xp.abs(B), 0)
-    item_abs_max = (finite.max(axis=0) if B.shape[0] else xp.zeros(B.shape[1])).astype(xp.float64)
-    bias_abs_max = float(xp.where(xp.isfinite(biases), xp.abs(biases), 0).max()) if biases.shape[0] else 0.0
-    return item_abs_max, bias_abs_max
+    xp = array_module(B, biases)
+    return _finite_abs_max(xp, B), float(_finite_abs_max(xp, biases))
 
 
 def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False):
