@@ -108,7 +108,8 @@ def resolve_device(device):
         if device == "auto":
             if installed and not _warned:
                 _warned = True
-                warnings.warn(f"gpureco: evaluating on the CPU: {status.reason}.", RuntimeWarning, stacklevel=3)
+                # stacklevel 4: the user's call of a front door (-> _validation.backend_for -> here)
+                warnings.warn(f"gpureco: evaluating on the CPU: {status.reason}.", RuntimeWarning, stacklevel=4)
             return "cpu", None
         raise GpuUnavailable(f"device={device!r} needs a usable GPU: {status.reason}.")
     if device.startswith("cuda:"):

@@ -53,8 +53,10 @@ def test_cupy_without_a_device_falls_back_with_one_warning(fresh_probe, monkeypa
     status = gpureco.gpu_available()
     assert not status
     assert "CuPy is installed but no CUDA device is usable" in status.reason and "cudaErrorNoDevice" in status.reason
-    with pytest.warns(RuntimeWarning, match="gpureco: evaluating on the CPU: CuPy is installed but no CUDA device"):
+    with pytest.warns(RuntimeWarning, match="gpureco: evaluating on the CPU: CuPy is installed but no CUDA device") \
+            as record:
         first = evaluate("auto", np.random.default_rng(2))
+    assert record[0].filename == __file__  # it points at the call of calc_reco_metrics, not inside gpureco
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per process
         second = evaluate("auto", np.random.default_rng(2))
