@@ -233,8 +233,8 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
     pool_min[0] = mn
     pool_max[0] = mx
     nonfinite[0] = has_nan or isinf(mn) or isinf(mx)
-    if nonfinite[0] or n_test == 0:
-        return  # NaN rule 4 (or nothing to rank): the ranks are not used
+    if nonfinite[0] or n_test == 0 or mn == mx:
+        return  # NaN rule 4 or 5 (or nothing to rank): the ranks are not used
 
     for i in range(n_test):
         w.tests[i].score = exact_score(model, test_idx[i], row[0])
