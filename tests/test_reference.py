@@ -244,3 +244,16 @@ def test_huge_factors_match_the_reference(rng, auc):
     for u in range(A.shape[0]):
         pool = [i for i in range(B.shape[0]) if X_train[u, i] == 0]
         assert lists[u].tolist() == sorted(pool, key=lambda i: (-scores[u, i], i))[:6], u
+
+
+def test_a_factor_near_the_float64_limit_gives_no_library_warning(rng):
+    """The error bound itself overflows to inf (every comparison then goes to the defined score):
+    no NumPy warning may reach the caller, and the numbers are the reference's."""
+    X_train, X_test, A, B = random_problem(rng, n_users=10, n_items=25)
+    A[0, 0] = 6e307
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message="gpureco: .* users have every metric NaN")
+        got = gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=3, all_metrics=True, as_df=False,
+                                        device=DEVICE)
+    assert_matches(got, reference_metrics(X_train, X_test, defined_scores(A, B), 3))

@@ -50,7 +50,8 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False):
     """
     xp = array_module(user_rows)
     n_factors = user_rows.shape[1]
-    scale = xp.abs(user_rows.astype(xp.float64)) @ item_abs_max + bias_abs_max
+    with np.errstate(over="ignore"):  # an infinite bound is still a bound: every comparison goes to the definition
+        scale = xp.abs(user_rows.astype(xp.float64)) @ item_abs_max + bias_abs_max
     finfo = np.finfo(dtype)
     gamma = _gamma(n_factors + 2, float(finfo.eps) / 2)
     if tf32:
