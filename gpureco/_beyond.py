@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _validation as v
 from .engine import _backend
@@ -113,7 +114,7 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
         if missing:
             raise ValueError(f"Metric {name} in 'metrics' needs {' and '.join(repr(a) for a in missing)}; got None.")
     if popularity is not None:
-        popularity = np.asarray(popularity, dtype=np.float64)
+        popularity = v.real_array(popularity, "'popularity'").astype(np.float64)
         if popularity.shape != (n_items,):
             raise ValueError(f"'popularity' must hold n_items={n_items} finite, non-negative counts; got shape "
                              f"{popularity.shape}.")
@@ -178,7 +179,7 @@ def exposure_entropy(exposure):
     """Shannon entropy (bits) of the exposure shares of the exposed items; 0 without exposure."""
     e = exposure[exposure > 0].astype(np.float64)
     p = e / e.sum()
-    return float(-(p * np.log2(p)).sum())
+    return 0.0 - float((p * np.log2(p)).sum())  # 0.0, not -0.0, without exposure
 
 
 def surprisal(lists, popularity, n_train_users):
@@ -240,7 +241,10 @@ def _list_mean(lists, item_values):
 
 
 def _as_lists(lists, name, n_items):
-    lists = np.asarray(lists)
+    if sp.issparse(lists):
+        raise TypeError(f"'{name}' must be a 2-dimensional int array (users x list positions); got a SciPy sparse "
+                        f"{lists.format} matrix.")
+    lists = v.host_array_or_device(lists, f"'{name}'")
     if lists.ndim != 2 or lists.dtype.kind not in "iu":
         raise TypeError(f"'{name}' must be a 2-dimensional int array (users x list positions); got "
                         f"shape {lists.shape} and dtype {lists.dtype}.")
@@ -258,7 +262,7 @@ def _as_lists(lists, name, n_items):
 
 
 def _unit_vectors(item_vectors, lists, n_items):
-    vectors = np.asarray(item_vectors, dtype=np.float64)
+    vectors = v.real_array(item_vectors, "'item_vectors'").astype(np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != n_items:
         raise ValueError(f"'item_vectors' must have shape (n_items={n_items}, d); got {vectors.shape}.")
     norms = np.sqrt((vectors * vectors).sum(axis=1))

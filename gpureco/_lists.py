@@ -55,7 +55,9 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
         metric (LensKit's and RePlay's convention). By default such users are left out.
     group_by : str or list of str, default=None
         Columns of ``recs`` that identify a run (data set, algorithm, fold, ...): one call
-        evaluates every run.
+        evaluates every run. A missing value (NaN, None) in these columns is a run value of
+        its own, as with ``DataFrame.groupby(..., dropna=False)``: those lists form one run,
+        matched with the truth rows that have a missing value in the shared columns.
     gain : {"linear", "exponential", "binary"}, default="linear"
         NDCG gain of a rating r: r, 2**r - 1, or [r > 0].
 
@@ -89,7 +91,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     """
     recs = v.as_pandas(recs, "recs", "recommendations")
     truth = v.as_pandas(truth, "truth", "held-out items")
-    group_by = [] if group_by is None else [group_by] if isinstance(group_by, str) else list(group_by)
+    group_by = _group_by(group_by)
     selection = _selection(metrics, k)
     v.check_choice(gain, "gain", GAINS)
     by = _check_columns(recs, truth, group_by)
@@ -150,6 +152,19 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     return out
 
 
+def _group_by(group_by):
+    """group_by as a list of distinct column names."""
+    if group_by is None:
+        return []
+    if isinstance(group_by, str):
+        return [group_by]
+    if not isinstance(group_by, (list, tuple)) or not all(isinstance(c, str) for c in group_by):
+        raise TypeError(f"'group_by' must be a column name or a list of column names (str); got {group_by!r}.")
+    if len(set(group_by)) != len(group_by):
+        raise ValueError(f"'group_by' must name each column once; got {list(group_by)}.")
+    return list(group_by)
+
+
 def _selection(metrics, k):
     selection = parse_metrics(metrics, k, allowed=[m.column for m in METRICS])
     asked = [name for name in _AUCS if name in selection.names]
@@ -170,7 +185,9 @@ def _check_columns(recs, truth, group_by):
     clash = [c for c in group_by if c in ("user", "item", "rank", "score", "rating")]
     if clash:
         raise ValueError(f"'group_by' must name run columns other than user, item, rank, score and rating; got {clash}.")
-    for name, frame, ids in (("recs", recs, group_by + ["user", "item"]), ("truth", truth, ["user", "item"])):
+    for column in ["user", "item"] + [c for c in group_by if c in truth.columns]:
+        v.check_same_ids([("recs", recs[column]), ("truth", truth[column])], column, "'recs' and 'truth'")
+    for name, frame, ids in (("recs", recs, ["user", "item"]), ("truth", truth, ["user", "item"])):
         for column in ids:
             missing = frame[column].isna().to_numpy()
             if missing.any():

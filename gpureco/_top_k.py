@@ -60,11 +60,14 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
                          f"'item_biases'); got A={'None' if A is None else 'an array'}, "
                          f"B={'None' if B is None else 'an array'}.")
-    n_items = np.shape(B)[0] if B is not None else np.shape(item_biases)[0]
-    n_users = np.shape(A)[0] if A is not None else (1 if X_train is None else X_train.shape[0])
+    A, B, item_biases = (None if x is None else _dense(x, name, ndim) for x, name, ndim in
+                         ((A, "A", (2,)), (B, "B", (2,)), (item_biases, "item_biases", (1, 2))))
+    n_items = B.shape[0] if B is not None else item_biases.shape[0]
+    if X_train is not None:
+        X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
+    n_users = A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0])
     if X_train is None:
         X_train = sp.csr_array((n_users, n_items))
-    X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
     n_users = X_train.shape[0] if A is None else n_users
     if X_train.shape != (n_users, n_items):
         raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
@@ -87,3 +90,13 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if output == "cupy":
         return items, scores
     return host_array(items), host_array(scores)
+
+
+def _dense(value, name, ndims):
+    """A host or device array of `ndims` dimensions, checked before its shape is read."""
+    if sp.issparse(value):
+        raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
+    array = v.host_array_or_device(value, f"'{name}'")
+    if array.ndim not in ndims:
+        raise ValueError(f"'{name}' must be {' or '.join(map(str, ndims))}-dimensional; got shape {array.shape}.")
+    return array

@@ -38,17 +38,61 @@ def check_choice(value, name, choices):
     return value
 
 
+def label(name):
+    """How a message names a parameter: 'X_test' in quotes; a description ("the first frame
+    passed to to_csr", "'per_user' (argument 2 of compare)") as it is."""
+    return name if name.startswith("'") or " " in name else f"'{name}'"
+
+
 def numeric_column(frame, column, name, finite, what="", hint=""):
-    """A DataFrame column as float64; with `finite`, NaN and infinities are refused. `what`
-    and `hint` complete the message when the column does not hold numbers."""
+    """A DataFrame column as float64; with `finite`, NaN and infinities are refused, else
+    infinities only (NaN: a missing value). `what` and `hint` complete the message when the
+    column does not hold numbers."""
     values = frame[column]
     if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
-        raise TypeError(f"'{name}' column {column!r} must hold numbers{what}; got dtype {values.dtype}.{hint}")
+        raise TypeError(f"{label(name)} column {column!r} must hold numbers{what}; got dtype {values.dtype}.{hint}")
     values = values.to_numpy(np.float64, na_value=np.nan)
-    if finite and not np.all(np.isfinite(values)):
-        raise ValueError(f"'{name}' column {column!r} must hold finite numbers; got "
-                         f"{int(np.sum(~np.isfinite(values)))} NaN or infinite values.")
+    bad = ~np.isfinite(values) if finite else np.isinf(values)
+    if np.any(bad):
+        raise ValueError(f"{label(name)} column {column!r} must hold finite numbers{'' if finite else ' or NaN'}; "
+                         f"got {int(bad.sum())} {'NaN or infinite' if finite else 'infinite'} values, the first "
+                         f"{float(values[bad][0])!r} at row {int(np.flatnonzero(bad)[0])}.")
     return values
+
+
+def check_unique_columns(frame, name):
+    """frame[column] must be one column: a repeated name would make it a DataFrame."""
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise ValueError(f"{label(name)} has the column {repeated[0]!r} twice; column names must be unique "
+                         f"(got columns {list(frame.columns)}).")
+
+
+_ID_KINDS = {"integer": "numbers", "floating": "numbers", "mixed-integer-float": "numbers", "decimal": "numbers",
+             "integer-na": "numbers", "string": "strings", "boolean": "booleans", "datetime64": "datetimes",
+             "datetime": "datetimes"}
+
+
+def id_kind(column, name, column_name):
+    """'numbers', 'strings', ... for the ids in a column (None when it holds none); a mix of
+    kinds is refused, as pandas could not sort or match them."""
+    values = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) else column
+    inferred = pd.api.types.infer_dtype(values, skipna=True)
+    if inferred in ("mixed", "mixed-integer"):
+        kinds = sorted({type(x).__name__ for x in values.dropna()})
+        raise TypeError(f"{label(name)} column {column_name!r} must hold ids of one type (numbers or strings); "
+                        f"got a mix of {', '.join(kinds)}.")
+    return None if inferred == "empty" else _ID_KINDS.get(inferred, inferred)
+
+
+def check_same_ids(columns, column_name, who):
+    """columns: (name, Series) pairs of one id column in several frames, which must hold ids of one
+    kind: 1 and "1" are different ids, so a mix would silently match nothing."""
+    kinds = [(name, id_kind(values, name, column_name)) for name, values in columns]
+    kinds = [(name, kind) for name, kind in kinds if kind is not None]
+    if len({kind for _, kind in kinds}) > 1:
+        raise TypeError(f"{who} must use the same type of {column_name!r} ids; got "
+                        + ", ".join(f"{kind} in {label(name)}" for name, kind in kinds) + ".")
 
 
 def check_sizes(batch_size, max_memory):
@@ -162,6 +206,15 @@ def as_csr(X, name, shape=None, values="float64"):
     return X
 
 
+def check_finite(X, name, why=""):
+    """X (sparse) unchanged if its stored values are finite."""
+    bad = ~np.isfinite(X.data)
+    if np.any(bad):
+        raise ValueError(f"'{name}' values must be finite{why}; got {int(bad.sum())} NaN or infinite values, "
+                         f"for example {float(X.data[bad][0])!r}.")
+    return X
+
+
 def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=np.asarray):
     """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are.
     With xp=cupy (and asarray=_backend.to_device) they stay in, or go to, GPU memory."""
@@ -226,7 +279,8 @@ def as_pandas(frame, name, what):
     if not isinstance(frame, pd.DataFrame) and hasattr(frame, "to_pandas"):
         frame = frame.to_pandas()
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"'{name}' must be a DataFrame of {what} (pandas, or polars); got {type(frame).__name__}.")
+        raise TypeError(f"{label(name)} must be a DataFrame of {what} (pandas, or polars); got {type(frame).__name__}.")
+    check_unique_columns(frame, name)
     return frame
 
 
@@ -234,10 +288,7 @@ def interactions(X_train, X_test):
     """Validated host CSR copies of the training and test interactions (X_train None: empty)."""
     if X_test is None:
         raise ValueError("'X_test' is required; got None.")
-    X_test = as_csr(_backend.to_host(X_test, "X_test"), "X_test")
-    if not np.all(np.isfinite(X_test.data)):
-        raise ValueError(f"'X_test' values must be finite (they are NDCG gains); got "
-                         f"{int(np.sum(~np.isfinite(X_test.data)))} NaN or infinite values.")
+    X_test = check_finite(as_csr(_backend.to_host(X_test, "X_test"), "X_test"), "X_test", " (they are NDCG gains)")
     if X_train is None:
         X_train = sp.csr_array(X_test.shape)
     return as_csr(_backend.to_host(X_train, "X_train"), "X_train", shape=X_test.shape), X_test

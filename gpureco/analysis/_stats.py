@@ -80,8 +80,12 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
     n_resamples = v.check_int(n_resamples, "n_resamples", low=1)
     seed = v.check_seed(seed)
     if by is not None:
-        groups = per_user.groupby(by, sort=True)
         keys = [by] if isinstance(by, str) else list(by)
+        missing = [key for key in keys if key not in per_user.columns and key not in per_user.index.names]
+        if missing:
+            raise ValueError(f"'by' must name columns or index levels of 'per_user'; {missing} are not (got columns "
+                             f"{list(per_user.columns)} and index levels {list(per_user.index.names)}).")
+        groups = per_user.groupby(by, sort=True)
         parts = {key: _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci,
                                n_resamples, seed) for key, frame in groups}
         out = pd.concat(parts, names=keys)
@@ -194,7 +198,10 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     """
     if len(per_user) < 2:
         raise ValueError(f"compare needs the per-user frames of at least 2 models; got {len(per_user)}.")
-    frames = [v.as_pandas(frame, f"per_user[{i}]", "per-user metrics") for i, frame in enumerate(per_user)]
+    labels = [_argument(i) for i in range(len(per_user))]
+    frames = [v.as_pandas(frame, name, "per-user metrics") for frame, name in zip(per_user, labels)]
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"'names' must be a list of {len(frames)} model names; got the string {names!r}.")
     names = [f"model_{i + 1}" for i in range(len(frames))] if names is None else list(names)
     if len(names) != len(frames) or len(set(names)) != len(names):
         raise ValueError(f"'names' must hold {len(frames)} distinct names, one per model; got {names!r}.")
@@ -212,8 +219,8 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     rows = []
     for a, b in itertools.combinations(range(len(frames)), 2):
         for metric in metrics:
-            x_a = v.numeric_column(frames[a], metric, f"per_user[{a}]", finite=False, **METRIC)
-            x_b = v.numeric_column(frames[b], metric, f"per_user[{b}]", finite=False, **METRIC)
+            x_a = v.numeric_column(frames[a], metric, labels[a], finite=False, **METRIC)
+            x_b = v.numeric_column(frames[b], metric, labels[b], finite=False, **METRIC)
             both = ~np.isnan(x_a) & ~np.isnan(x_b)
             rows.append(dict(model_a=names[a], model_b=names[b], metric=metric, n_users=int(both.sum()),
                              **_paired(x_a[both], x_b[both], confidence, n_permutations, seed)))
@@ -308,22 +315,28 @@ def to_markdown(df, digits=4):
     return "\n".join(lines)
 
 
+def _argument(i):
+    """How messages name the i-th (0-based) frame given to compare."""
+    return f"'per_user' (argument {i + 1} of compare)"
+
+
 def _aligned(frames):
     """The frames in the first one's user order; their indexes must hold the same users."""
     first = frames[0].index
     for i, frame in enumerate(frames):
         if frame.index.has_duplicates:
-            raise ValueError(f"'per_user[{i}]' must have one row per user; its index repeats "
+            raise ValueError(f"{_argument(i)} must have one row per user; its index repeats "
                              f"{frame.index[frame.index.duplicated()].tolist()[0]!r}.")
     out = [frames[0]]
     for i, frame in enumerate(frames[1:], start=1):
         if not frame.index.equals(first):
-            only_first, only_this = first.difference(frame.index), frame.index.difference(first)
+            only_first = first[~first.isin(frame.index)]  # isin, not difference: no sorting of mixed types
+            only_this = frame.index[~frame.index.isin(first)]
             if len(only_first) or len(only_this):
                 example = (only_first if len(only_first) else only_this).tolist()[0]
-                raise ValueError(f"'per_user[0]' and 'per_user[{i}]' must index the same users (compare pairs "
-                                 f"users by index); {len(only_first)} users are only in per_user[0] and "
-                                 f"{len(only_this)} only in per_user[{i}], for example {example!r}.")
+                raise ValueError(f"{_argument(0)} and {_argument(i)} must index the same users (compare pairs "
+                                 f"users by index); {len(only_first)} users are only in argument 1 and "
+                                 f"{len(only_this)} only in argument {i + 1}, for example {example!r}.")
             frame = frame.reindex(first)
         out.append(frame)
     return out

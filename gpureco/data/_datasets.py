@@ -67,9 +67,10 @@ def make_interactions(n_users=10_000, n_items=3_000, mean_per_user=30, *, n_fact
     min_per_user = v.check_int(min_per_user, "min_per_user", low=1, high=n_items // 2)
     for name, value in (("mean_per_user", mean_per_user), ("popularity_exponent", popularity_exponent),
                         ("taste_strength", taste_strength)):
-        if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool) \
-                or not np.isfinite(value) or value < 0:
-            raise ValueError(f"'{name}' must be a finite number >= 0; got {value!r}.")
+        if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"'{name}' must be a number in [0, 1e300]; got {value!r} of type {type(value).__name__}.")
+        if not 0 <= float(value) <= 1e300:  # NaN fails too; above 1e300 the logits overflow
+            raise ValueError(f"'{name}' must be a number in [0, 1e300]; got {value!r}.")
     if mean_per_user < min_per_user:
         raise ValueError(f"'mean_per_user' must be at least min_per_user ({min_per_user}); got {mean_per_user!r}.")
     start = v.check_int(start, "start", low=0)

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .. import _validation as v
+
 
 class IdMap(NamedTuple):
     """Row and column labels of matrices built by :func:`to_csr`: ``users[row]`` is the id of that row."""
@@ -25,11 +27,12 @@ class RowError(ValueError):
 def check_columns(frame, name, required, optional=()):
     """`frame` must be a DataFrame holding the `required` columns."""
     if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"'{name}' must be a pandas DataFrame with columns {', '.join(required)}; "
+        raise TypeError(f"{v.label(name)} must be a pandas DataFrame with columns {', '.join(required)}; "
                         f"got {type(frame).__name__}.")
+    v.check_unique_columns(frame, name)
     missing = [c for c in required if c not in frame.columns]
     if missing:
-        raise ValueError(f"'{name}' must have the column(s) {', '.join(map(repr, missing))} "
+        raise ValueError(f"{v.label(name)} must have the column(s) {', '.join(map(repr, missing))} "
                          f"(expected {', '.join(required + tuple(optional))}); got columns {list(frame.columns)}.")
 
 
@@ -37,7 +40,8 @@ def _check_ids(column, name, label):
     missing = column.isna().to_numpy()
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
-        raise RowError(f"'{name}' has {int(missing.sum())} missing {label} ids, the first at row {row}.", name, row)
+        raise RowError(f"{v.label(name)} has {int(missing.sum())} missing {label} ids, the first at row {row}.",
+                       name, row)
 
 
 def _values(frame, name, value):
@@ -47,9 +51,12 @@ def _values(frame, name, value):
     bad = ~np.isfinite(values)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise RowError(f"'{name}' column {value!r} must hold finite numbers; row {row} has "
+        raise RowError(f"{v.label(name)}: column {value!r} must hold finite numbers; row {row} has "
                        f"{frame[value].iloc[[row]].tolist()[0]!r}.", name, row)
     return values
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 
 def to_csr(*frames, ids=None, user="user", item="item", value="value"):
@@ -76,11 +83,15 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
     """
     if not frames:
         raise TypeError("to_csr needs at least one frame; got none.")
-    names = [f"frames[{i}]" for i in range(len(frames))]
+    names = [f"the {_ORDINALS[i]} frame passed to to_csr" if i < len(_ORDINALS) else f"frame {i + 1} passed to to_csr"
+             for i in range(len(frames))]
     for frame, name in zip(frames, names):
         check_columns(frame, name, (user, item), (value,))
         _check_ids(frame[user], name, "user")
         _check_ids(frame[item], name, "item")
+    for column in (user, item):
+        v.check_same_ids([(name, frame[column]) for frame, name in zip(frames, names)], column,
+                         "the frames passed to to_csr")
     if ids is None:
         ids = IdMap(*(pd.Index(pd.unique(pd.concat([f[col] for f in frames], ignore_index=True))).sort_values()
                       for col in (user, item)))
@@ -93,7 +104,7 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
             unknown = codes < 0
             if unknown.any():
                 row = int(np.flatnonzero(unknown)[0])
-                raise RowError(f"'{name}' has {int(unknown.sum())} {label} ids not in 'ids', the first "
+                raise RowError(f"{v.label(name)} has {int(unknown.sum())} {label} ids not in 'ids', the first "
                                f"{frame[col].iloc[[row]].tolist()[0]!r} at row {row}.", name, row)
         X = sp.csr_array((_values(frame, name, value), (rows, cols)), shape=(len(ids.users), len(ids.items)))
         X.sum_duplicates()
@@ -104,6 +115,19 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
 def from_csr(X, ids=None, *, user="user", item="item", value="value"):
     """The interaction frame of a sparse matrix (one row per stored entry, by row then column),
     with the ids of ``ids`` (an :class:`IdMap`) or the row and column numbers."""
+    if sp.issparse(X):
+        if X.dtype.kind not in "biuf":
+            raise TypeError(f"'X' must hold real numbers; got a sparse matrix of dtype {X.dtype}.")
+    else:
+        X = v.real_array(X, "'X'")
+    if X.ndim != 2:
+        raise ValueError(f"'X' must be a 2-dimensional matrix; got shape {X.shape}.")
+    if ids is not None:
+        if not isinstance(ids, IdMap):
+            raise TypeError(f"'ids' must be a gpureco.IdMap (as returned by to_csr); got {type(ids).__name__}.")
+        if (len(ids.users), len(ids.items)) != X.shape:
+            raise ValueError(f"'ids' must label the {X.shape[0]} rows and {X.shape[1]} columns of 'X'; got "
+                             f"{len(ids.users)} users and {len(ids.items)} items.")
     X = sp.csr_array(X)
     X.sort_indices()
     rows = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))

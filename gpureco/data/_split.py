@@ -95,7 +95,7 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
     min_items_pool = v.check_int(min_items_pool, "min_items_pool", low=0)
     min_pos_test = v.check_int(min_pos_test, "min_pos_test", low=0)
     seed = v.check_seed(seed)
-    X = v.as_csr(X, "X", values="float")
+    X = v.check_finite(v.as_csr(X, "X", values="float"), "X")
     n_users, n_items = X.shape
     if n_users == 0 or n_items == 0 or X.nnz == 0:
         raise ValueError(f"'X' must have stored non-zero entries; got shape {X.shape} with {X.nnz} entries.")

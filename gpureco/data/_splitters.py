@@ -40,11 +40,14 @@ class _Data:
             self.frame = data
             self.codes = pd.factorize(data[user])[0].astype(np.int64)
             self.time = pd.factorize(data[timestamp], sort=True)[0] if timestamp else None
+        elif not (sp.issparse(data) or isinstance(data, (np.ndarray, list, tuple))):
+            raise TypeError(f"'{name}' must be a pandas DataFrame (columns {user!r}, {item!r}, ...) or a sparse matrix; "
+                            f"got {type(data).__name__}.")
         elif timestamp:
             raise TypeError(f"'{name}' must be a pandas DataFrame with a {timestamp!r} column for a split by time "
                             f"(a sparse matrix holds no time); got {type(data).__name__}.")
         else:
-            self.X = v.as_csr(data, name, values="float")
+            self.X = v.check_finite(v.as_csr(data, name, values="float"), name)
             self.codes = np.repeat(np.arange(self.X.shape[0], dtype=np.int64), np.diff(self.X.indptr))
         self.n = self.codes.size
         self.counts = np.bincount(self.codes, minlength=int(self.codes.max()) + 1 if self.n else 0)

@@ -220,10 +220,10 @@ def test_to_markdown_compare_has_nan():
 A = pd.DataFrame({"P@5": [0.1, 0.2, 0.3]}, index=[1, 2, 3])
 ERRORS = [
     (lambda: gpureco.compare(A, A.iloc[:2]), ValueError,
-     r"'per_user\[0\]' and 'per_user\[1\]' must index the same users .*1 users are only in per_user\[0\] and 0 only "
-     r"in per_user\[1\], for example 3"),
+     r"'per_user' \(argument 1 of compare\) and 'per_user' \(argument 2 of compare\) must index the same users .*1 "
+     r"users are only in argument 1 and 0 only in argument 2, for example 3"),
     (lambda: gpureco.compare(A, A.set_axis([1, 2, 4])), ValueError, r"for example 3"),
-    (lambda: gpureco.compare(A, pd.concat([A, A.iloc[:1]])), ValueError, r"'per_user\[1\]' must have one row per user; its index repeats 1"),
+    (lambda: gpureco.compare(A, pd.concat([A, A.iloc[:1]])), ValueError, r"'per_user' \(argument 2 of compare\) must have one row per user; its index repeats 1"),
     (lambda: gpureco.compare(A), ValueError, r"compare needs the per-user frames of at least 2 models; got 1"),
     (lambda: gpureco.compare(A, A, names=["a"]), ValueError, r"'names' must hold 2 distinct names"),
     (lambda: gpureco.compare(A, A, names=["a", "a"]), ValueError, r"'names' must hold 2 distinct names"),
@@ -231,7 +231,7 @@ ERRORS = [
     (lambda: gpureco.compare(A, A, confidence=1.0), ValueError, r"'confidence' must be a float in the open interval \(0, 1\); got 1.0"),
     (lambda: gpureco.compare(A, A, correction="bonferroni"), ValueError, r"'correction' must be one of 'holm'; got 'bonferroni'"),
     (lambda: gpureco.compare(A, A, n_permutations=0), ValueError, r"'n_permutations' must be an int in the range \[1, inf\]"),
-    (lambda: gpureco.compare(A, [1, 2]), TypeError, r"'per_user\[1\]' must be a DataFrame of per-user metrics \(pandas, or polars\); got list"),
+    (lambda: gpureco.compare(A, [1, 2]), TypeError, r"'per_user' \(argument 2 of compare\) must be a DataFrame of per-user metrics \(pandas, or polars\); got list"),
     (lambda: gpureco.summarize(A, confidence=0), ValueError, r"'confidence' must be a float in the open interval \(0, 1\); got 0"),
     (lambda: gpureco.summarize(A, confidence="95%"), TypeError, r"'confidence' must be a float in \(0, 1\); got '95%'"),
     (lambda: gpureco.summarize(A, ci="bca"), ValueError, r"'ci' must be one of 't', 'bootstrap'; got 'bca'"),
