@@ -66,8 +66,8 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if X_train is not None:
         X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
     n_users = A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0])
-    if X_train is None:
-        X_train = sp.csr_array((n_users, n_items))
+    if X_train is None:  # canonical like any X_train: the kernels read int64 indptr
+        X_train = v.as_csr(sp.csr_array((n_users, n_items)), "X_train")
     n_users = X_train.shape[0] if A is None else n_users
     if X_train.shape != (n_users, n_items):
         raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
