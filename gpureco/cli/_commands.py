@@ -8,6 +8,7 @@ report it with the traceback); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import warnings
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from .. import _optional, __version__
 from .._evaluate import evaluate
@@ -29,10 +31,15 @@ from ..data._splitters import split_k_fold_users, split_last_per_user, split_lea
 from ..engine._backend import GpuUnavailable
 from ..engine._registry import METRICS, NAN_REASONS, column_name, parse_metrics
 
+_CUT_OFF = re.compile(r"^[A-Za-z_]+@\d+$")  # metric columns of a results file: NDCG@10, ..., and the AUCs
+_WHOLE_POOL = {m.column for m in METRICS if m.column.endswith("AUC")}
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR,ROC_AUC,PR_AUC"
 DEFAULT_LIST_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR"  # the AUCs need the whole pool, which a list does not hold
 PROGRESS_MIN_USERS = 20_000  # below this a run takes seconds: no progress bar
+DEMO_MAX = 10_000_000  # --users and --items of the demo: beyond this, memory runs out long before the demo ends
+FRAME_OUT = (".csv", ".parquet", ".pq")
+REPORT_OUT = (".html", ".htm", ".md")
 
 
 class UsageError(ValueError):
@@ -60,6 +67,19 @@ def _print_summary(args, results):
              table[brief].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
+def _report(args, results, **options):
+    """Write args.report (whole or not at all); says where, and on stderr when it has no plots (no matplotlib)."""
+    _report_written(args, _io.write_whole(args.report, lambda tmp: write_report(results, tmp, **options)))
+
+
+def _report_written(args, path):
+    _say(args, f"report written to {path.resolve()}")
+    try:
+        _optional.package("matplotlib", "plot")
+    except _optional.Unavailable as missing:
+        _note(args, f"the report has no plots: {missing}")
+
+
 def _nan_note(args, counts, n_users):
     if counts and not args.quiet:
         lines = [f"  {rule}: {n} users ({NAN_REASONS[int(rule.split()[-1])]})" for rule, n in counts.items()]
@@ -70,21 +90,24 @@ def _nan_note(args, counts, n_users):
 
 def cmd_demo(args):
     from ._demo import PURE_SVD_FACTORS, run_demo
-    if min(args.users, args.items) <= PURE_SVD_FACTORS:
+    if min(args.users, args.items) <= PURE_SVD_FACTORS or max(args.users, args.items) > DEMO_MAX:
         raise UsageError(f"--users and --items must be at least {PURE_SVD_FACTORS + 1} (the demo's PureSVD fits "
-                         f"{PURE_SVD_FACTORS} factors); got --users {args.users}, --items {args.items}.")
+                         f"{PURE_SVD_FACTORS} factors) and at most {DEMO_MAX:,}; got --users {args.users}, "
+                         f"--items {args.items}.")
+    if not 1 <= args.k <= args.items:
+        raise UsageError(f"'-k' must be a cut-off from 1 to --items ({args.items}); got {args.k}.")
+    if args.seed < 0:
+        raise UsageError(f"'--seed' must be 0 or more; got {args.seed}.")
+    report = None if args.no_report else args.report
+    if report is not None:
+        _io.check_output(report, REPORT_OUT, "report")
     started = time.perf_counter()
-    headline, _, path = run_demo(args.users, args.items, k=args.k, seed=args.seed, device=args.device,
-                                 report=None if args.no_report else args.report,
+    headline, _, path = run_demo(args.users, args.items, k=args.k, seed=args.seed, device=args.device, report=report,
                                  echo=(lambda line: None) if args.quiet else print)
     _say(args, "")
     _print_summary(args, headline)
     if path is not None:
-        _say(args, f"report written to {path.resolve()}")
-        try:
-            _optional.package("matplotlib", "plot")
-        except _optional.Unavailable as missing:
-            _note(args, f"the report has no plots: {missing}")
+        _report_written(args, path)
     _say(args, f"demo done in {time.perf_counter() - started:.1f} s")
     return OK
 
@@ -101,8 +124,41 @@ def _selection(args, lists=False):
     allowed = [m.column for m in METRICS if not (lists and m.column in ("ROC_AUC", "PR_AUC"))]
     try:
         return parse_metrics([name.strip() for name in spec.split(",") if name.strip()], ks, allowed=allowed)
+    except OverflowError:  # a cut-off of 20 digits
+        raise UsageError(f"--metrics {spec!r} -k {args.k!r}: a cut-off is too large.") from None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
+
+
+def _check_cutoffs(args, selection, n_items, source):
+    largest = int(selection.cutoffs.max()) if selection.cutoffs.size else 0
+    if largest > n_items:
+        raise UsageError(f"--metrics {args.metrics or 'default'!r} -k {args.k!r}: the cut-off {largest} is more than "
+                         f"the {n_items} items of {source}.")
+
+
+def _id_kinds(frame):
+    return tuple(pd.api.types.is_numeric_dtype(frame[c]) for c in ("user", "item"))
+
+
+def _same_id_kinds(first, first_path, second, second_path):
+    """Ids read as numbers in one file and as text in another can never match: say so, naming both files."""
+    for column, a, b in zip(("user", "item"), _id_kinds(first), _id_kinds(second)):
+        if a != b:
+            kinds = {True: "numbers", False: "text"}
+            raise _io.InputError(f"{first_path}: the {column} ids are {kinds[a]} but those of {second_path} are "
+                                 f"{kinds[b]}; the same {column} must have the same id in both files.")
+
+
+def _shown(value):
+    """A value of a file in a message: strings quoted, numbers as numbers (not NumPy's repr)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _has_rows(data, path, what):
+    if (len(data) if isinstance(data, pd.DataFrame) else data.nnz) == 0:
+        raise _io.InputError(f"{path}: no {what} (the file has a header or a shape but no data).")
 
 
 def _matrices(args, n_users=None, n_items=None):
@@ -111,6 +167,7 @@ def _matrices(args, n_users=None, n_items=None):
     if isinstance(train, pd.DataFrame) != isinstance(test, pd.DataFrame):
         raise UsageError(f"--train ({args.train}) and --test ({args.test}) must both be frames (CSV/Parquet) or "
                          "both be matrices (.npz/.mtx).")
+    _has_rows(test, args.test, "test interactions: nothing to evaluate")
     if isinstance(train, pd.DataFrame):
         ids = []  # the ids of the model's rows: from the files, else the row numbers
         for path, n, what in ((args.user_ids, n_users, "user"), (args.item_ids, n_items, "item")):
@@ -128,12 +185,22 @@ def _matrices(args, n_users=None, n_items=None):
                 hint = "" if args.user_ids and args.item_ids else (
                     " Without --user-ids/--item-ids, ids are the row numbers of the model's files.")
                 raise _io.InputError(f"{_io.where(path, error.row)}: {error}{hint}") from None
-        return matrices[0], matrices[1], ids
+        return _disjoint(args, *matrices, ids)
     for X, path in ((train, args.train), (test, args.test)):
         if X.shape != (n_users, n_items):
             raise _io.InputError(f"{path}: expected a matrix of shape ({n_users}, {n_items}) to match the model's "
                                  f"files; got {X.shape}.")
-    return train, test, IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items))
+    return _disjoint(args, train, test, IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items)))
+
+
+def _disjoint(args, X_train, X_test, ids):
+    """A test item that is also a training item of the same user can never be ranked: name both files."""
+    both = sp.coo_array(X_train.astype(bool).multiply(X_test.astype(bool)))
+    if both.nnz:
+        user, item = _shown(ids.users[both.row[0]]), _shown(ids.items[both.col[0]])
+        raise _io.InputError(f"{args.test}: {both.nnz} (user, item) pairs are also in {args.train}, for example user "
+                             f"{user}, item {item}; a test item must not be a training item of the same user.")
+    return X_train, X_test, ids
 
 
 def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
@@ -166,6 +233,10 @@ def cmd_evaluate(args):
     models = [args.factors is not None, args.scores is not None, args.recs is not None]
     if sum(models) != 1:
         raise UsageError("give exactly one model: --factors USERS.npy ITEMS.npy, --scores SCORES.npy or --recs LISTS.")
+    for path, suffixes, what in ((args.out, FRAME_OUT, "per-user results (--out)"), (args.report, REPORT_OUT,
+                                                                                     "report (--report)")):
+        if path:
+            _io.check_output(path, suffixes, what)
     if args.recs is not None:
         return _evaluate_lists(args, selection)
     if args.factors:
@@ -176,6 +247,7 @@ def cmd_evaluate(args):
         scores = _io.read_array(args.scores, 2, "a score matrix (users x items)")
         n_users, n_items = scores.shape
     biases = _io.read_array(args.item_biases, 1, "item biases") if args.item_biases else None
+    _check_cutoffs(args, selection, n_items, args.factors[1] if args.factors else args.scores)
     X_train, X_test, ids = _matrices(args, n_users, n_items)
     users = np.flatnonzero(np.diff(X_test.indptr) > 0)  # users without test items have nothing to score
     if args.factors:
@@ -195,10 +267,18 @@ def _column_names(selection):
 
 
 def _evaluate_lists(args, selection):
+    _io.read_interactions(args.train)  # not used by lists, but a wrong --train is still an error
     recs = _io.read_frame(args.recs)
+    missing = [c for c in ("user", "item") if c not in recs.columns]
+    if missing:
+        raise _io.InputError(f"{args.recs}: the columns {', '.join(missing)} are missing; expected user,item and "
+                             f"rank or score; got columns {', '.join(map(repr, recs.columns))}.")
+    _has_rows(recs, args.recs, "recommendations")
     truth = _io.read_interactions(args.test)
+    _has_rows(truth, args.test, "test interactions: nothing to evaluate")
     if not isinstance(truth, pd.DataFrame):
         truth = from_csr(truth)
+    _same_id_kinds(recs, args.recs, truth, args.test)
     truth = truth.rename(columns={"value": "rating"})  # the NDCG gain
     truth = truth[[c for c in ("user", "item", "rating") if c in truth.columns]]
     try:
@@ -215,12 +295,10 @@ def _finish(args, per_user, activity=None):
     metrics = per_user.drop(columns=[c for c in ("user",) if c in per_user.columns])
     _print_summary(args, {args.name: metrics})
     if args.out:
-        _io.write_frame(per_user, args.out)
-        _say(args, f"per-user results written to {Path(args.out).resolve()}")
+        path = _io.write_whole(args.out, lambda tmp: _io.write_frame(per_user, tmp))
+        _say(args, f"per-user results written to {path.resolve()}")
     if args.report:
-        path = write_report({args.name: metrics}, args.report, activity=activity,
-                            title=f"gpureco evaluation: {args.name}")
-        _say(args, f"report written to {path.resolve()}")
+        _report(args, {args.name: metrics}, activity=activity, title=f"gpureco evaluation: {args.name}")
     return OK
 
 
@@ -229,10 +307,25 @@ def _finish(args, per_user, activity=None):
 def _cutoff(value, column):
     if pd.api.types.is_numeric_dtype(column):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
-            raise UsageError(f"'--cutoff' must be a number for a numeric timestamp column; got {value!r}.") from None
+            number = np.nan
+        if not np.isfinite(number):
+            raise UsageError(f"'--cutoff' must be a finite number for a numeric timestamp column; got {value!r}.")
+        return number
     return value
+
+
+def _check_split_options(args):
+    """The options in the command line's words, before the input is read."""
+    checks = [("-n", args.n, args.n >= 1, "1 or more"), ("--min-train", args.min_train, args.min_train >= 0,
+                                                          "0 or more"),
+              ("--fraction", args.fraction, 0 < args.fraction < 1, "strictly between 0 and 1"),
+              ("--users-fraction", args.users_fraction, 0 < args.users_fraction < 1, "strictly between 0 and 1"),
+              ("--folds", args.folds, args.folds >= 2, "2 or more"), ("--seed", args.seed, args.seed >= 0, "0 or more")]
+    for option, value, ok, rule in checks:
+        if not ok:
+            raise UsageError(f"'{option}' must be {rule}; got {value}.")
 
 
 def _split_parts(args, data):
@@ -262,21 +355,33 @@ def _split_parts(args, data):
 
 
 def cmd_split(args):
-    data = _io.read_interactions(args.input)
+    _check_split_options(args)
+    _io.check_folder(args.out_dir, create=True)
     suffix = args.format or _io.suffix_of(args.input)
+    if suffix in (".parquet", ".pq"):
+        _optional.package("pyarrow", "parquet")
+    data = _io.read_interactions(args.input)
+    _has_rows(data, args.input, "interactions to split")
     if suffix in _io.MATRIX_SUFFIXES and isinstance(data, pd.DataFrame):
         raise UsageError(f"'--format' {suffix} holds a matrix; a split of a frame gives frames: use .csv or .parquet.")
     try:
         parts = _split_parts(args, data)
     except RowError as error:
         raise _io.InputError(f"{_io.where(args.input, error.row)}: {error}") from None
-    for folder, files in parts.items():
-        (Path(args.out_dir) / folder).mkdir(parents=True, exist_ok=True)
-        for name, part in files.items():
-            if suffix in _io.FRAME_SUFFIXES and not isinstance(part, pd.DataFrame):
-                part = from_csr(part)
-            path = _io.write_interactions(part, Path(args.out_dir) / folder / f"{name}{suffix}")
-            _say(args, f"{path}: {part.nnz if hasattr(part, 'nnz') else len(part):,} interactions")
+    except (TypeError, ValueError) as error:  # the splitter's check of the data against the options: name the file
+        raise _io.InputError(f"{args.input}: {error}") from None
+    written = []
+    with _io.staged(args.out_dir) as staging:  # every file whole, or none
+        for folder, files in parts.items():
+            (staging / folder).mkdir(exist_ok=True)
+            for name, part in files.items():
+                if suffix in _io.FRAME_SUFFIXES and not isinstance(part, pd.DataFrame):
+                    part = from_csr(part)
+                _io.write_interactions(part, staging / folder / f"{name}{suffix}")
+                written.append((Path(args.out_dir) / folder / f"{name}{suffix}",
+                                part.nnz if hasattr(part, "nnz") else len(part)))
+    for path, n in written:
+        _say(args, f"{path}: {n:,} interactions")
     return OK
 
 
@@ -307,34 +412,81 @@ def cmd_compare(args):
         raise UsageError(f"compare needs at least two results files; got {len(args.results)}.")
     if len(names) != len(args.results):
         raise UsageError(f"'--names' must give one name per results file ({len(args.results)}); got {len(names)}.")
-    frames = [_io.read_frame(path) for path in args.results]
-    if all("user" in f.columns for f in frames):  # pair the users by id
+    if any(not name.strip() for name in names) or len(set(names)) < len(names):
+        raise UsageError(f"each results file needs its own non-empty name; got {','.join(names)!r} (give them with "
+                         "--names a,b,...).")
+    for path, suffixes, what in ((args.out, FRAME_OUT, "comparison table (--out)"), (args.report, REPORT_OUT,
+                                                                                     "report (--report)")):
+        if path:
+            _io.check_output(path, suffixes, what)
+    frames = [_results_file(path) for path in args.results]
+    with_user = ["user" in f.columns for f in frames]
+    if any(with_user) and not all(with_user):
+        raise _io.InputError(f"{args.results[with_user.index(False)]}: no 'user' column, but "
+                             f"{args.results[with_user.index(True)]} has one; the users are paired by id.")
+    if all(with_user):  # pair the users by id
+        numeric = [pd.api.types.is_numeric_dtype(f["user"]) for f in frames]
         common = frames[0]["user"]
         for frame in frames[1:]:
             common = common[common.isin(frame["user"])]
+        if common.empty:
+            raise _io.InputError(f"{args.results[0]} and {', '.join(args.results[1:])}: no user is in every file"
+                                 + (" (the user ids are numbers in some files and text in others)."
+                                    if len(set(numeric)) > 1 else "."))
         if any(len(f) != len(common) for f in frames):
             _note(args, f"comparing the {len(common)} users present in every file")
         frames = [f.set_index("user").loc[common.to_numpy()] for f in frames]
     elif len({len(f) for f in frames}) > 1:
         raise UsageError("results files without a 'user' column must have the same users in the same order; got "
                          + ", ".join(f"{p}: {len(f)} rows" for p, f in zip(args.results, frames)) + ".")
-    results = {name: f[[c for cols in metric_columns(f).values() for _, c in cols]].reset_index(drop=True)
-               for name, f in zip(names, frames)}
+    columns = [{c for cols in metric_columns(f).values() for _, c in cols} for f in frames]
+    shared = [c for c in frames[0].columns if all(c in cols for cols in columns)]
+    if not shared:
+        raise _io.InputError(f"{', '.join(args.results)}: no metric column is in every file.")
+    if any(len(cols) > len(shared) for cols in columns):
+        _note(args, f"comparing the {len(shared)} metric columns present in every file: {', '.join(shared)}")
+    results = {name: f[shared].reset_index(drop=True) for name, f in zip(names, frames)}
     table = compare(*results.values(), names=names)
     _say(args, table.to_string(float_format=lambda x: f"{x:.4g}"))
     if args.out:
-        _io.write_frame(table, args.out)
+        _io.write_whole(args.out, lambda tmp: _io.write_frame(table, tmp))
     if args.report:
-        path = write_report(results, args.report, title="gpureco comparison")
-        _say(args, f"report written to {path.resolve()}")
+        _report(args, results, title="gpureco comparison")
     return OK
+
+
+def _results_file(path):
+    """A per-user results file: rows, unique users, and metric columns of finite numbers (or NaN)."""
+    frame = _io.read_frame(path)
+    _has_rows(frame, path, "per-user results")
+    if "user" in frame.columns and frame["user"].duplicated().any():
+        row = int(np.flatnonzero(frame["user"].duplicated())[0])
+        raise _io.InputError(f"{_io.where(path, row)}: user {_shown(frame['user'].iloc[row])} appears twice; a results "
+                             "file has one row per user.")
+    for column in frame.columns:
+        if not (_CUT_OFF.match(str(column)) or column in _WHOLE_POOL):
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = (values.isna() & frame[column].notna()) | np.isinf(values.fillna(0))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise _io.InputError(f"{_io.where(path, row)}: column {column!r} holds {_shown(frame[column].iloc[row])}; "
+                                 "a metric must be a finite number (or empty for NaN).")
+        frame[column] = values
+    return frame
 
 
 # --- the parser -------------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in one line on stderr (exit 2) like every other error."""
+
+    def error(self, message):
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser():
-    top = argparse.ArgumentParser(prog="gpureco", description=__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top = _Parser(prog="gpureco", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"gpureco {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -402,17 +554,25 @@ COMMANDS = {"demo": cmd_demo, "evaluate": cmd_evaluate, "split": cmd_split, "com
 
 
 def main(argv=None):
-    """Run the command line; returns the exit code (see the module docstring)."""
-    args = parser().parse_args(argv)  # exits with 2 on a usage error
+    """Run the command line; returns the exit code (see the module docstring). Every failure is one line on
+    stderr; an output file is written whole or not at all."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version (0) or a usage error (2, already said in one line)
+        return done.code if isinstance(done.code, int) else USAGE
     try:
         return COMMANDS[args.command](args)
     except (_optional.Unavailable, GpuUnavailable) as error:
-        print(f"gpureco {args.command}: not available: {error}", file=sys.stderr)
-        return UNAVAILABLE
+        return _fail(args, "not available", error, UNAVAILABLE)
     except (ValueError, TypeError, OSError) as error:  # every input check raises one of these, naming the input
-        print(f"gpureco {args.command}: error: {error}", file=sys.stderr)
-        return USAGE
+        return _fail(args, "error", error, USAGE)
     except KeyboardInterrupt:
         print(f"gpureco {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+def _fail(args, kind, error, code):
+    text = " ".join(str(error).split())  # one line, whatever the message holds
+    print(f"gpureco {args.command}: {kind}: {text}", file=sys.stderr)
+    return code
 

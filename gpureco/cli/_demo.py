@@ -8,6 +8,7 @@ from scipy.sparse.linalg import svds
 
 from .._recometrics import calc_reco_metrics
 from ..analysis._report import headline_columns, write_report
+from ..data import _io
 from ..data._datasets import make_interactions
 from ..data._interactions import to_csr
 from ..data._splitters import split_last_per_user
@@ -51,9 +52,10 @@ def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=PURE_SVD_FACTORS,
         echo(f"evaluated {name}: {X_test.shape[0]:,} users, every metric at K=1..{k}, "
              f"in {time.perf_counter() - tick:.2f} s")
     path = None
-    if report:
-        path = write_report(results, report, activity=np.diff(X_train.indptr), title="gpureco demo",
-                            notes=[f"{len(data):,} generated interactions ({n_users:,} users x {n_items:,} items, "
-                                   f"seed {seed}); the latest 20% of each user's interactions held out; PureSVD "
-                                   f"with {n_factors} factors against most-popular; K=1..{k}."])
+    if report:  # written whole or not at all
+        notes = [f"{len(data):,} generated interactions ({n_users:,} users x {n_items:,} items, seed {seed}); the "
+                 f"latest 20% of each user's interactions held out; PureSVD with {n_factors} factors against "
+                 f"most-popular; K=1..{k}."]
+        path = _io.write_whole(report, lambda tmp: write_report(results, tmp, activity=np.diff(X_train.indptr),
+                                                                 title="gpureco demo", notes=notes))
     return {name: frame[headline_columns(frame)] for name, frame in results.items()}, results, path

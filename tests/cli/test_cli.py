@@ -150,14 +150,16 @@ def test_quiet_prints_nothing(files, capsys):
     (["--test", "{d}/test.npz"], "must both be frames (CSV/Parquet) or both be matrices"),
     (["--metrics", "FOO@3"], "Unknown metric 'FOO@3'"),
     (["-k", "five"], "'-k' must be a cut-off"),
-    (["--test", "{d}/bad_row.csv"], "bad_row.csv, row 2 (line 4): 'frames[0]' has 1 item ids not in 'ids', the first 999"),
+    (["--test", "{d}/bad_row.csv"], "bad_row.csv, row 2 (line 4): the first frame passed to to_csr has 1 item ids "
+                                    "not in 'ids', the first 999 at row 2. Without --user-ids/--item-ids, ids are "
+                                    "the row numbers of the model's files."),
     (["--test", "{d}/no_item.csv"], "no_item.csv: the columns item are missing"),
     (["--test", "{d}/nan_value.csv"], "nan_value.csv, row 1 (line 3)"),
     (["--factors", "{d}/A.npy", "{d}/B3.npy"], "'A' and 'B' must have the same number of factors"),
     (["--factors", "{d}/A.npy", "{d}/ids.npy"], "expected item factors with 2 dimension(s)"),
     (["--user-ids", "{d}/dup_ids.csv"], "dup_ids.csv, row 1 (line 3): id 'a' appears twice"),
     (["--recs", "{d}/recs.csv"], "give exactly one model"),
-    (["--out", "{d}/out.txt"], "out.txt: the output must be a .csv or .parquet file"),
+    (["--out", "{d}/out.txt"], "out.txt: the per-user results (--out) must be a .csv, .parquet or .pq file"),
 ])
 def test_evaluate_errors_exit_2_and_name_the_file_and_row(args, message, files, capsys):
     d, _ = files
@@ -182,13 +184,14 @@ def test_evaluate_errors_exit_2_and_name_the_file_and_row(args, message, files, 
     assert message in err
 
 
-def test_usage_errors_exit_2(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["evaluate", "--test", "x.csv"])  # --train missing
-    assert exit_info.value.code == 2
-    with pytest.raises(SystemExit) as exit_info:
-        main(["nonsense"])
-    assert exit_info.value.code == 2
+def test_usage_errors_exit_2_in_one_line(capsys):
+    for argv, message in ((["evaluate", "--test", "x.csv"], "the following arguments are required: --train"),
+                          (["nonsense"], "invalid choice: 'nonsense'"),
+                          (["demo", "--users", "many"], "argument --users: invalid int value: 'many'")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1 and message in err and "--help" in err
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("gpureco ")
 
 
 def test_entry_point_exit_code_in_a_real_process(tmp_path):
@@ -255,8 +258,8 @@ def test_split_matrix_and_parquet_outputs(files, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--method", "last-n"], "a sparse matrix holds no time"),
     (["--method", "leave-k-out", "--format", ".npz"], "a split of a frame gives frames"),
-    (["--method", "time-cutoff", "--cutoff", "soon"], "'--cutoff' must be a number"),
-    (["--method", "k-fold", "--folds", "1"], "'n_folds' must be an int"),
+    (["--method", "time-cutoff", "--cutoff", "soon"], "'--cutoff' must be a finite number"),
+    (["--method", "k-fold", "--folds", "1"], "'--folds' must be 2 or more; got 1"),
 ])
 def test_split_errors(argv, message, files, capsys, tmp_path):
     d, _ = files
@@ -337,3 +340,128 @@ def test_demo_too_small_is_a_usage_error(capsys, size):
     code, _, err = run(capsys, "demo", *size, "--no-report")
     assert code == 2 and err.count("\n") == 1
     assert "--users and --items must be at least 17 (the demo's PureSVD fits 16 factors)" in err
+
+
+# --- outputs: whole or not at all, and checked before the work ------------------------------------------
+
+def _half_then(error):
+    """A DataFrame.to_csv that writes half of the text, then fails with `error` (a full disk, an interrupt)."""
+    real = pd.DataFrame.to_csv
+
+    def to_csv(frame, path, **kw):
+        text = real(frame, None, **kw)
+        with open(path, "w") as file:
+            file.write(text[:len(text) // 2])
+        raise error
+
+    return to_csv
+
+
+def _files(folder):
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("error, code", [(OSError(28, "No space left on device"), 2), (KeyboardInterrupt(), 130)])
+def test_a_failed_or_interrupted_write_leaves_no_partial_file(error, code, files, capsys, tmp_path, monkeypatch):
+    d, _ = files
+    (tmp_path / "old.csv").write_text("the previous results\n")
+    monkeypatch.setattr(pd.DataFrame, "to_csv", _half_then(error))
+    evaluate = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", d / "A.npy",
+                d / "B.npy", "--metrics", "NDCG@5", "-q"]
+    for argv in (evaluate + ["--out", tmp_path / "r.csv"], evaluate + ["--out", tmp_path / "old.csv"],
+                 ["split", d / "all.csv", "--method", "last-n", "--out-dir", tmp_path / "split", "-q"],
+                 ["split", d / "all.csv", "--method", "k-fold", "--folds", "2", "--out-dir", tmp_path, "-q"]):
+        got, _, err = run(capsys, *argv)
+        assert got == code and err.count("\n") == 1
+        assert ("interrupted" in err) == (code == 130)
+        assert _files(tmp_path) == ["old.csv"]  # no partial file, no temporary file, no first fold
+        assert (tmp_path / "old.csv").read_text() == "the previous results\n"  # not clobbered
+
+
+@pytest.mark.parametrize("error, code", [(OSError(5, "Input/output error"), 2), (KeyboardInterrupt(), 130)])
+def test_an_interrupted_report_or_comparison_leaves_no_partial_file(error, code, files, capsys, tmp_path, monkeypatch):
+    d, _ = files
+    import gpureco.cli._commands as commands
+    import gpureco.cli._demo as demo
+
+    def half_report(results, path, **kw):
+        path.write_text("<html><body>half")
+        path.with_name(path.stem + "_files").mkdir()
+        (path.with_name(path.stem + "_files") / "figure1.png").write_bytes(b"\x89PNG")
+        raise error
+
+    monkeypatch.setattr(commands, "write_report", half_report)
+    monkeypatch.setattr(demo, "write_report", half_report)
+    results = tmp_path / "in"
+    results.mkdir()
+    pd.DataFrame({"user": range(5), "P@3": np.linspace(0, 1, 5)}).to_csv(results / "a.csv", index=False)
+    pd.DataFrame({"user": range(5), "P@3": np.linspace(1, 0, 5)}).to_csv(results / "b.csv", index=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    for argv in (["compare", results / "a.csv", results / "b.csv", "--report", out / "c.md"],
+                 ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", d / "A.npy",
+                  d / "B.npy", "--metrics", "NDCG@5", "--report", out / "r.html"],
+                 ["demo", "--users", "40", "--items", "30", "-k", "3", "--report", out / "d.md"]):
+        got, _, err = run(capsys, *argv, "-q")
+        assert got == code and err.count("\n") == 1 and "Traceback" not in err
+        assert _files(out) == []
+    monkeypatch.setattr(pd.DataFrame, "to_csv", _half_then(error))
+    got, _, _ = run(capsys, "compare", results / "a.csv", results / "b.csv", "--out", out / "c.csv", "-q")
+    assert got == code and _files(out) == []
+
+
+def test_outputs_are_checked_before_the_work(files, capsys, tmp_path, monkeypatch):
+    d, _ = files
+    import gpureco.cli._commands as commands
+
+    def never(*args, **kw):
+        raise AssertionError("the evaluation ran before the output was checked")
+
+    monkeypatch.setattr(commands, "calc_reco_metrics", never)
+    monkeypatch.setattr(commands, "split_last_per_user", never)
+    evaluate = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", d / "A.npy", d / "B.npy"]
+    for argv, message in ((evaluate + ["--out", tmp_path / "none" / "r.csv"], f"{tmp_path / 'none'}: no such folder"),
+                          (evaluate + ["--report", tmp_path / "none" / "r.md"], f"{tmp_path / 'none'}: no such folder"),
+                          (evaluate + ["--out", d / "A.npy" / "r.csv"], "A.npy: no such folder (a file has that name)"),
+                          (evaluate + ["--out", tmp_path], "must be a .csv, .parquet or .pq file; got no suffix"),
+                          (["split", d / "all.csv", "--method", "last-n", "--out-dir", tmp_path / "a" / "b"],
+                           f"{tmp_path / 'a'}: no such folder"),
+                          (["demo", "--users", "40", "--items", "30", "--report", tmp_path / "none" / "d.html"],
+                           "no such folder")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and message in err and err.count("\n") == 1
+    assert _files(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root can write into a read-only folder")
+def test_a_read_only_folder_is_refused_at_once(files, capsys, tmp_path):
+    d, _ = files
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
+                           d / "A.npy", d / "B.npy", "--out", locked / "r.csv")
+        assert code == 2 and f"{locked}: the folder is not writable" in err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_without_matplotlib_every_report_says_plots_need_it(files, capsys, tmp_path, monkeypatch):
+    d, _ = files
+    real = _optional.importlib.import_module
+
+    def without_matplotlib(name, *a):
+        if name == "matplotlib":
+            raise ImportError(name)
+        return real(name, *a)
+
+    monkeypatch.setattr(_optional.importlib, "import_module", without_matplotlib)
+    for report in ("r.md", "r.html"):
+        code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
+                           d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--report", tmp_path / report)
+        assert code == 0 and "the report has no plots: matplotlib is not installed" in err
+        text = (tmp_path / report).read_text().replace("&#x27;", "'")
+        assert "No plots: matplotlib is not installed; install it with: pip install 'gpureco[plot]'" in text
+    assert not (tmp_path / "r_files").exists()  # no images without matplotlib
