@@ -99,11 +99,13 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
     max_memory : int, default=None
-        Bytes of workspace. On the CPU (default 256 MiB): the block of batch_size users' scores
-        (4 bytes per score for float32 factors, else 8) plus 8 rows per ranking thread. On the
-        GPU (default 1 GiB): score tiles of up to 65,536 items per user of the batch, and the
-        batch's test items; a CUDA out-of-memory error halves the batch and retries. At least
-        one user per batch; the inputs and the per-user results come on top of it.
+        Bytes of workspace. On the CPU (default 256 MiB, grown to the minimum below for huge
+        catalogues): the block of batch_size users' scores (4 bytes per score for float32
+        factors, else 8) plus 8 score rows per ranking thread; fewer threads run where the
+        budget needs it, and a budget below 9 rows (one user and one thread) is an error. On
+        the GPU (default 1 GiB): score tiles of up to 65,536 items per user of the batch, and
+        the batch's test items; a CUDA out-of-memory error halves the batch and retries. At
+        least one user per batch; the inputs and the per-user results come on top of it.
     output : {None, "cupy"}, default=None
         None: as ``as_df`` says (host arrays). "cupy": a dict of CuPy arrays that stay in GPU
         memory (for use inside a training loop); needs the GPU backend.
