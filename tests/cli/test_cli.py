@@ -200,16 +200,21 @@ def test_entry_point_exit_code_in_a_real_process(tmp_path):
     assert result.returncode == 2 and "none.csv: no such file" in result.stderr
 
 
-def test_missing_pyarrow_is_exit_3_with_the_install_command(files, capsys, monkeypatch):
-    d, _ = files
+def without(monkeypatch, package):
+    """gpureco's optional imports behave as if `package` were not installed."""
     real = _optional.importlib.import_module
 
-    def without_pyarrow(name, *a):
-        if name == "pyarrow":
+    def import_module(name, *a):
+        if name == package:
             raise ImportError(name)
         return real(name, *a)
 
-    monkeypatch.setattr(_optional.importlib, "import_module", without_pyarrow)
+    monkeypatch.setattr(_optional.importlib, "import_module", import_module)
+
+
+def test_missing_pyarrow_is_exit_3_with_the_install_command(files, capsys, monkeypatch):
+    d, _ = files
+    without(monkeypatch, "pyarrow")
     code, _, err = run(capsys, "evaluate", "--train", d / "train.parquet", "--test", d / "test.parquet",
                        "--factors", d / "A.npy", d / "B.npy")
     assert code == 3 and "pip install 'gpureco[parquet]'" in err
@@ -450,14 +455,7 @@ def test_a_read_only_folder_is_refused_at_once(files, capsys, tmp_path):
 
 def test_without_matplotlib_every_report_says_plots_need_it(files, capsys, tmp_path, monkeypatch):
     d, _ = files
-    real = _optional.importlib.import_module
-
-    def without_matplotlib(name, *a):
-        if name == "matplotlib":
-            raise ImportError(name)
-        return real(name, *a)
-
-    monkeypatch.setattr(_optional.importlib, "import_module", without_matplotlib)
+    without(monkeypatch, "matplotlib")
     for report in ("r.md", "r.html"):
         code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
                            d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--report", tmp_path / report)
