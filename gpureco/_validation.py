@@ -119,41 +119,40 @@ def resolve_nthreads(nthreads):
     return resolved
 
 
-def _check_real_dtype(dtype, name, quoted=True):
-    label = f"'{name}'" if quoted else name
+def _check_real_dtype(dtype, name):
     if dtype.kind == "c":
-        raise TypeError(f"{label} must hold real numbers; got complex dtype {dtype}.")
+        raise TypeError(f"{label(name)} must hold real numbers; got complex dtype {dtype}.")
     if dtype.kind not in "biuf":
-        raise TypeError(f"{label} must hold numbers; got dtype {dtype}.")
+        raise TypeError(f"{label(name)} must hold numbers; got dtype {dtype}.")
 
 
-def _refuse_masked(value, label):
+def _refuse_masked(value, what):
     if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask and keep the masked values
-        raise TypeError(f"{label} is a NumPy masked array; gpureco does not read masks: fill the masked values "
+        raise TypeError(f"{what} is a NumPy masked array; gpureco does not read masks: fill the masked values "
                         f"(.filled(...)) or remove them first; got {int(np.ma.count_masked(value))} masked values.")
 
 
-def host_array_or_device(value, label):
+def host_array_or_device(value, what):
     """`value` unchanged if it lives in GPU memory, else as a NumPy array: a host input is then
     checked on the host before it moves, so no message comes from NumPy or CuPy (CuPy would
     say 'Unsupported dtype <U1')."""
     if _backend.is_device_array(value):
         return value
-    _refuse_masked(value, label)
+    _refuse_masked(value, what)
     try:
         return np.asarray(value)
     except (TypeError, ValueError):  # ragged nested lists, objects NumPy cannot read
-        raise TypeError(f"{label} must be a rectangular array of numbers (rows of equal length); got a "
+        raise TypeError(f"{what} must be a rectangular array of numbers (rows of equal length); got a "
                         f"{type(value).__name__} that is not.") from None
 
 
-def real_array(value, label, asarray=np.asarray):
+def real_array(value, what, asarray=np.asarray):
     """`value` as an array of real numbers where `asarray` puts it (_backend.to_device: the GPU)."""
-    value = host_array_or_device(value, label)
+    value = host_array_or_device(value, what)
     if isinstance(value, np.ndarray):
-        _check_real_dtype(value.dtype, label, quoted=False)
+        _check_real_dtype(value.dtype, what)
     array = asarray(value)
-    _check_real_dtype(array.dtype, label, quoted=False)
+    _check_real_dtype(array.dtype, what)
     return array
 
 
