@@ -127,7 +127,8 @@ def _check_real_dtype(dtype, name):
 
 
 def _refuse_masked(value, what):
-    if isinstance(value, np.ma.MaskedArray):  # np.asarray would drop the mask and keep the masked values
+    # np.asarray would drop the mask and keep the masked values; an array with nothing masked is fine
+    if isinstance(value, np.ma.MaskedArray) and np.ma.count_masked(value):
         raise TypeError(f"{what} is a NumPy masked array; gpureco does not read masks: fill the masked values "
                         f"(.filled(...)) or remove them first; got {int(np.ma.count_masked(value))} masked values.")
 

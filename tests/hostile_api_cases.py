@@ -296,7 +296,7 @@ def sparse_cases(function, param, run, clean):
             ("a 3-d array", clean[None], ValueError, rf"'{param}' must be a 2-dimensional matrix; got an array of shape"),
             ("a complex CSR", sp.csr_array(clean.astype(complex)), TypeError, rf"'{param}' must hold real numbers"),
             ("a CSR of strings", clean.astype(str), TypeError, rf"'{param}' must hold numbers; got dtype <U"),
-            ("a masked array", np.ma.masked_array(clean, mask=clean > 1), TypeError,
+            ("a masked array", np.ma.masked_array(clean, mask=clean >= clean.max()), TypeError,  # masks something
              rf"'{param}' is a NumPy masked array"),
             ("a string", "X.npz", TypeError, rf"'{param}' must (hold numbers|be a pandas DataFrame)")):
         out.append(Case(function, f"'{param}' as {label}", lambda x=value: run(x), "error", regex, exception))

@@ -25,7 +25,7 @@ def defined_scores(A, B, item_biases=None):
 
 
 def _gain(value, gain):
-    return {"linear": value, "exponential": 2.0 ** value - 1.0, "binary": float(value > 0)}[gain]
+    return {"linear": value, "exponential": math.expm1(value * math.log(2.0)), "binary": float(value > 0)}[gain]
 
 
 def reference_user(scores, train, test, k, tie_key, gain="linear"):

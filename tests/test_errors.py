@@ -26,7 +26,7 @@ def negative_csr():
 
 
 CASES = [
-    (dict(A=np.ma.masked_array(A, mask=A > 1)), TypeError,
+    (dict(A=np.ma.masked_array(A, mask=A >= A.max())), TypeError,
      r"'A' is a NumPy masked array; gpureco does not read masks: fill the masked values"),
     (dict(X_test=np.ma.masked_array(X_TEST.toarray(), mask=X_TEST.toarray() > 0)), TypeError,
      r"'X_test' is a NumPy masked array"),

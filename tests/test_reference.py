@@ -257,3 +257,19 @@ def test_a_factor_near_the_float64_limit_gives_no_library_warning(rng):
         got = gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=3, all_metrics=True, as_df=False,
                                         device=DEVICE)
     assert_matches(got, reference_metrics(X_train, X_test, defined_scores(A, B), 3))
+
+
+def test_exponential_gain_of_a_tiny_positive_value_is_positive():
+    """2**v - 1 computed as a subtraction is 0 below v = 1.6e-16: NDCG must not fall under rule 8."""
+    X_test = np.array([[1e-17, 0, 0, 0]])
+    A, B = np.ones((1, 1)), np.array([[4.0], [3.0], [2.0], [1.0]])
+    for gain in ("linear", "exponential", "binary"):
+        assert engine(np.zeros_like(X_test), X_test, A, B, 2, gain=gain)["NDCG@K"].tolist() == [1.0], gain
+
+
+def test_a_masked_array_with_nothing_masked_is_an_array():
+    X_train, X_test, A, B = random_problem(np.random.default_rng(4), n_users=8, n_items=12)
+    got = engine(X_train, np.ma.array(X_test), np.ma.array(A), np.ma.array(B), 3)
+    want = engine(X_train, X_test, A, B, 3)
+    for name in got:
+        np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]), err_msg=name)

@@ -17,7 +17,7 @@ determinism rule):
   (and on the GPU, on CUDA's libdevice);
 - everything else is one IEEE-754 operation (+, -, *, /), correctly rounded. The one
   exception is gain="exponential" with non-integer X_test values: 2**g - 1 is then
-  NumPy's float power on the host (integer values are exact).
+  NumPy's expm1(g ln 2) on the host (integer values are exact).
 
 The formulas are those of docs/metrics.md; a user's metrics are NaN for the reasons listed
 there (_registry.NAN_REASONS), which `nan_reasons` and `metrics_from_ranks` apply.
@@ -98,10 +98,10 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
 
     Returns {name: float64 array (n_users, n_cut) for @K metrics, (n_users,) for AUCs}.
     """
-    if gain == "exponential":  # 2**g exactly (ldexp) for integer g; NumPy's power otherwise
-        whole = gains == np.floor(gains)
+    if gain == "exponential":  # 2**g - 1: exactly (ldexp) for integer g; expm1(g ln 2) otherwise, which stays
+        whole = gains == np.floor(gains)  # positive (and accurate) for tiny positive g, where 2**g - 1 gives 0
         exponent = np.where(whole, np.clip(gains, -1100, 1100), 0).astype(np.int64)
-        gains = np.where(whole, np.ldexp(1.0, exponent), np.power(2.0, np.where(whole, 0.0, gains))) - 1.0
+        gains = np.where(whole, np.ldexp(1.0, exponent) - 1.0, np.expm1(np.where(whole, 0.0, gains) * np.log(2.0)))
     elif gain == "binary":
         gains = (gains > 0).astype(np.float64)
     n_users, n_cut = n_test.shape[0], cutoffs.shape[0]
