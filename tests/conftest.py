@@ -60,3 +60,16 @@ def assert_identical(cpu, gpu):
     assert set(cpu) == set(gpu)
     for name in cpu:
         np.testing.assert_array_equal(np.asarray(gpu[name]), np.asarray(cpu[name]), err_msg=name)
+
+
+def without(monkeypatch, package):
+    """gpureco's optional imports (gpureco._optional) behave as if `package` were not installed."""
+    from gpureco import _optional
+    real = _optional.importlib.import_module
+
+    def import_module(name, *args):
+        if name == package:
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(_optional.importlib, "import_module", import_module)

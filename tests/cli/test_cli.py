@@ -10,8 +10,7 @@ import scipy.io
 import scipy.sparse as sp
 
 import gpureco
-from gpureco import _optional
-from conftest import GPU_MISSING
+from conftest import GPU_MISSING, without
 from gpureco.cli import main
 from gpureco.cli._demo import pure_svd
 from reference import defined_scores
@@ -198,18 +197,6 @@ def test_entry_point_exit_code_in_a_real_process(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gpureco", "split", str(tmp_path / "none.csv"), "--method",
                              "last-n", "--out-dir", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2 and "none.csv: no such file" in result.stderr
-
-
-def without(monkeypatch, package):
-    """gpureco's optional imports behave as if `package` were not installed."""
-    real = _optional.importlib.import_module
-
-    def import_module(name, *a):
-        if name == package:
-            raise ImportError(name)
-        return real(name, *a)
-
-    monkeypatch.setattr(_optional.importlib, "import_module", import_module)
 
 
 def test_missing_pyarrow_is_exit_3_with_the_install_command(files, capsys, monkeypatch):

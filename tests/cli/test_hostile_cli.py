@@ -12,8 +12,7 @@ import scipy.io
 import scipy.sparse as sp
 
 import gpureco
-from conftest import GPU_MISSING
-from gpureco import _optional
+from conftest import GPU_MISSING, without
 from gpureco.cli import main
 from gpureco.data import _io
 
@@ -30,24 +29,13 @@ def d(tmp_path_factory):
     return folder
 
 
-def _without(monkeypatch, module):
-    real = _optional.importlib.import_module
-
-    def import_module(name, *args):
-        if name == module:
-            raise ImportError(name)
-        return real(name, *args)
-
-    monkeypatch.setattr(_optional.importlib, "import_module", import_module)
-
-
 def _arrange(setup, monkeypatch):
     if setup == "pyarrow":
         pytest.importorskip("pyarrow")
     elif setup == "no-pyarrow":
-        _without(monkeypatch, "pyarrow")
+        without(monkeypatch, "pyarrow")
     elif setup == "no-matplotlib":
-        _without(monkeypatch, "matplotlib")
+        without(monkeypatch, "matplotlib")
     elif setup == "no-gpu" and GPU_MISSING is None:
         pytest.skip("a GPU is usable here")
     elif setup == "unwritable":  # as root every folder is writable: say that none is
