@@ -62,7 +62,6 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     X_train, X_test = v.interactions(X_train, X_test)
     n_users, n_items = X_test.shape
     selection = parse_metrics(metrics, k)
-    v.check_choice(output, "output", ("pandas", "numpy", "cupy"))
     request = v.request(selection.names, selection.cutoffs, X_test, min_pos_test=min_pos_test,
                         min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
                         nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)

@@ -313,14 +313,14 @@ def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_co
                    nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
 
 
-def backend_for(device, output, choices, on_device_choice="cupy"):
-    """The backend of `device` (_backend.resolve_device) and the checked `output`; the output
-    that leaves results in GPU memory needs the GPU backend."""
+def backend_for(device, output, choices):
+    """The backend of `device` (_backend.resolve_device) and the checked `output`; "cupy", which
+    leaves the results in GPU memory, needs the GPU backend."""
     if output is not None:
         check_choice(output, "output", choices)
     backend = _backend.resolve_device(device)
-    if output == on_device_choice and backend[0] != "gpu":
-        raise ValueError(f"output={on_device_choice!r} needs the GPU backend; device={device!r} evaluates on the CPU.")
+    if output == "cupy" and backend[0] != "gpu":
+        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
     return backend
 
 

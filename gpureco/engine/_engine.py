@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _backend, _cpu
 from ._metrics import metrics_from_ranks, nan_reasons
-from ._registry import NAN_REASONS
+from ._registry import K_BOUND_IN_POOL, NAN_REASONS
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
 
@@ -141,8 +141,7 @@ def nan_counts(names, reason, n_pool, n_test, max_k, ndcg_nan=None):
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
     counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(names) - {"NDCG@K"} else 0
-    counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if any(
-        name in names for name in ("P@K", "TP@K", "R@K", "Hit@K")) else 0
+    counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if set(K_BOUND_IN_POOL) & set(names) else 0
     # NDCG of a valid user is NaN only by rule 8 (no positive gain), at every cut-off alike
     counts[8] = int(np.sum(ok & ndcg_nan)) if ndcg_nan is not None else 0
     return {code: n for code, n in counts.items() if n}
