@@ -5,7 +5,7 @@ docs/architecture.md for how the package is laid out.
 """
 from . import datasets
 from ._beyond import beyond_accuracy
-from ._evaluate import evaluate
+from ._evaluate import Evaluator, evaluate
 from ._lists import evaluate_lists
 from ._recometrics import calc_reco_metrics
 from ._top_k import top_k
@@ -17,7 +17,7 @@ from .data._splitters import split_k_fold_users, split_last_per_user, split_leav
 from .engine._backend import gpu_available
 from .engine._registry import NAN_REASONS
 
-__all__ = ["calc_reco_metrics", "evaluate", "top_k", "evaluate_lists", "beyond_accuracy", "summarize", "compare",
+__all__ = ["calc_reco_metrics", "evaluate", "Evaluator", "top_k", "evaluate_lists", "beyond_accuracy", "summarize", "compare",
            "to_markdown", "gpu_available", "NAN_REASONS", "split_reco_train_test", "split_leave_k_out",
            "split_last_per_user", "split_time_cutoff", "split_k_fold_users", "datasets", "to_csr", "from_csr",
            "IdMap", "write_report"]

@@ -1,46 +1,58 @@
-"""evaluate: the metrics of any model, from its score matrix or its score function."""
+"""evaluate and Evaluator: the metrics of any model, from its score matrix, its score function
+or its factors; once (evaluate), or every epoch of a training loop (Evaluator)."""
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 import pandas as pd
 
+from . import _output as o
 from . import _validation as v
 from .engine import _backend
-from .engine._engine import Problem, run
-from .engine._registry import parse_metrics, select_columns
+from .engine._engine import Problem, run, warn_nan
+from .engine._registry import NAN_REASONS, column_name, parse_metrics, select_columns
 
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
              seed=1, min_pos_test=1, min_items_pool=2, consider_cold_start=True, gain="linear", device="auto",
-             output="pandas", batch_size=None, max_memory=None, nthreads=-1):
+             output="pandas", user_ids=None, batch_size=None, max_memory=None, nthreads=-1):
     r"""Per-user metrics of any model, from its scores: a matrix, or a function of user ids.
 
     The same engine, definitions, tie rule and NaN rules as :func:`calc_reco_metrics`
     (docs/metrics.md), with the given scores as the scores: every item outside the user's
     row of ``X_train`` is ranked by descending score, ties by ascending item index (or the
     seeded key with ``break_ties_with_noise=True``), and every metric follows from the
-    ranks of the test items. Scores are compared as float64 (float32 scores convert
-    exactly), so both backends give the same numbers.
+    ranks of the test items. Scores are compared as float64 (float32, float16 and bfloat16
+    scores convert exactly), so both backends give the same numbers. To evaluate the same
+    interactions again and again (every epoch), build an :class:`Evaluator` once instead.
 
     Parameters
     ----------
     scores : array of shape (n_users, n_items), or callable
-        A dense score matrix: NumPy, CuPy, or any ``__cuda_array_interface__`` / CUDA DLPack
-        array (a torch CUDA tensor), used in place on the GPU; or a function
+        A dense score matrix: NumPy, CuPy, a torch tensor (on any device, requiring grad or
+        not, any floating dtype), a JAX array, or any ``__cuda_array_interface__`` / DLPack
+        array; GPU arrays are used in place on the GPU. Or a function
         ``score_fn(user_ids) -> (len(user_ids), n_items) scores`` that gpureco calls batch by
         batch with int64 user ids (a NumPy array on the CPU backend, a CuPy array on the GPU
         backend), for models that are not dot products (a two-tower net in a training loop).
         Only users that can be evaluated are asked for (see the NaN rules).
     X_test, X_train : sparse matrix of shape (n_users, n_items)
-        As in :func:`calc_reco_metrics` (X_train None: no training items).
+        As in :func:`calc_reco_metrics` (X_train None: no training items). The values of
+        ``X_test`` are the NDCG gains, transformed by ``gain``.
     metrics : sequence of str, default=("P", "AP", "NDCG")
         Names from the registry: ``"P@10"``, ``"NDCG@5"``, ``"ROC_AUC"``, or bare ``"NDCG"``
         with the cut-offs of ``k``; an unknown name raises an error listing the valid ones.
     k : int or sequence of int, default=10
         Cut-off(s) for the metric names without ``@K``.
-    output : {"pandas", "numpy", "cupy"}, default="pandas"
-        A DataFrame (one row per user, ``attrs["nan_reasons"]`` with the NaN counts), a dict
-        of NumPy arrays, or a dict of CuPy arrays left in GPU memory (GPU backend only).
+    output : {"pandas", "numpy", "cupy", "torch"}, default="pandas"
+        A DataFrame (one row per user, ``attrs["nan_reasons"]`` with the NaN counts), or a dict
+        keyed by the same column names of NumPy arrays, of CuPy arrays left in GPU memory (GPU
+        backend only), or of torch tensors on the device that evaluated (docs/conventions.md).
+    user_ids : sequence, default=None
+        The caller's id of each row of ``X_test``: the DataFrame's index (named ``user``).
+        Default: the row numbers.
     break_ties_with_noise, seed, min_pos_test, min_items_pool, consider_cold_start, gain, device, batch_size, max_memory, nthreads
         As in :func:`calc_reco_metrics`.
 
@@ -55,30 +67,316 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     >>> X_test = sp.csr_array(np.array([[0, 1, 0, 1], [0, 0, 1, 0]]))
     >>> scores = np.array([[0.1, 0.9, 0.5, 0.3], [0.4, 0.4, 0.4, 0.8]])
     >>> gpureco.evaluate(scores, X_test, metrics=["P@1", "R@2", "ROC_AUC"], device="cpu")
-       P@1  R@2   ROC_AUC
-    0  1.0  0.5  0.750000
-    1  0.0  0.0  0.333333
+       P@1  R@2  ROC_AUC
+    0  1.0  0.5     0.75
+    1  0.0  0.0     0.00
+
+    User 1's test item 2 ties with items 0 and 1 at 0.4; ties go to the lower item index, so
+    it ranks last of the four and every negative item outranks it (ROC_AUC 0).
     """
-    X_train, X_test = v.interactions(X_train, X_test)
-    n_users, n_items = X_test.shape
-    selection = parse_metrics(metrics, k)
-    request = v.request(selection.names, selection.cutoffs, X_test, min_pos_test=min_pos_test,
-                        min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
-                        nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
-    seed = v.check_seed(seed)
-    backend = v.backend_for(device, output, ("pandas", "numpy", "cupy"))
-    v.check_disjoint(X_train, X_test)
-    with _backend.device_context(backend):
-        score_rows = _score_rows(scores, n_users, n_items, backend[0] == "gpu")
-    problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), backend,
-                      score_rows=score_rows)
-    values, counts = run(problem, request, on_device_output=output == "cupy")
-    columns = select_columns(values, selection)
-    if output != "pandas":
-        return columns
-    df = pd.DataFrame(columns)
-    df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
-    return df
+    ev = Evaluator(X_test, X_train, metrics, k, user_ids=user_ids, gain=gain, min_pos_test=min_pos_test,
+                   min_items_pool=min_items_pool, consider_cold_start=consider_cold_start,
+                   break_ties_with_noise=break_ties_with_noise, seed=seed, device=device, output=output,
+                   batch_size=batch_size, max_memory=max_memory, nthreads=nthreads)
+    columns, counts = ev._evaluate_all(scores)
+    warn_nan(counts, ev.n_users, stacklevel=3)  # at the caller's call
+    return ev._results(columns, counts, None)
+
+
+class Evaluator:
+    r"""The metrics of a model on fixed interactions, evaluated again and again: built once,
+    called every epoch of a training loop.
+
+    The interactions are checked, converted and (on the GPU) copied once, when the Evaluator
+    is built; each call then only scores and ranks. Every number is the one
+    :func:`evaluate` and :func:`calc_reco_metrics` give for the same scores (the same
+    engine, definitions, tie rule and NaN rules of docs/metrics.md), for any batching of the
+    users, any device and any number of processes.
+
+    Three ways to use it:
+
+    - ``ev(A, B)`` (factors, optionally ``item_biases=``), ``ev(scores)`` (a users x items
+      matrix) or ``ev(score_fn)`` (a function of int64 user ids): every user at once; returns
+      the per-user results.
+    - ``ev.update(user_ids, scores)`` over batches of users, then ``ev.compute()``: the
+      per-user results of the users updated since the last ``reset()``.
+    - ``ev.summary()``: after either, a flat ``{"NDCG@10": mean, ...}`` dict of floats for a
+      logger (TensorBoard, Lightning's ``log_dict``, Weights & Biases), the NaN users
+      excluded from each mean and counted.
+
+    For data-parallel training, each process updates its own users; ``state()`` is a dict of
+    NumPy arrays that sum exactly across processes (``torch.distributed.all_reduce``), and
+    ``load_state`` / ``merge`` take the sum (docs/training-loop.md has the recipe).
+
+    Parameters
+    ----------
+    X_test : sparse matrix of shape (n_users, n_items)
+        Held-out interactions; the stored values are the NDCG gains, transformed by ``gain``.
+    X_train : sparse matrix of shape (n_users, n_items), default=None
+        Training interactions, never ranked (None: no training items).
+    metrics : sequence of str, default=("P", "AP", "NDCG")
+        As in :func:`evaluate`.
+    k : int or sequence of int, default=10
+        Cut-off(s) for the metric names without ``@K``.
+    user_ids : sequence, default=None
+        The caller's id of each row of ``X_test``: the index (named ``user``) of the pandas
+        results. Default: the row numbers.
+    output : {"pandas", "numpy", "cupy", "torch"}, default="pandas"
+        The form of the per-user results, as in :func:`evaluate`.
+    gain, min_pos_test, min_items_pool, consider_cold_start, break_ties_with_noise, seed, device, batch_size, max_memory, nthreads, tf32
+        As in :func:`calc_reco_metrics`.
+
+    Notes
+    -----
+    The Evaluator does not warn about NaN users (a training loop would warn every epoch):
+    ``summary()`` counts them, and the pandas results' ``attrs["nan_reasons"]`` counts them
+    by rule. A mean over no user (every user NaN for that metric) is NaN.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, gpureco
+    >>> X_train = sp.csr_array(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0]]))
+    >>> X_test = sp.csr_array(np.array([[0, 1, 0, 1], [0, 0, 1, 0], [0, 0, 0, 0]]))
+    >>> ev = gpureco.Evaluator(X_test, X_train, metrics=["P@1", "NDCG@2"], device="cpu")
+    >>> A = np.array([[1.0], [1.0], [1.0]]); B = np.array([[0.0], [4.0], [3.0], [2.0]])
+    >>> ev(A, B)
+       P@1    NDCG@2
+    0  1.0  0.613147
+    1  1.0  1.000000
+    2  NaN       NaN
+    >>> ev.summary()
+    {'P@1': 1.0, 'NDCG@2': 0.8065735963827292, 'users': 3.0, 'nan_users': 1.0}
+
+    Batch by batch (user 2 has no test item: NaN, counted, not in the means):
+
+    >>> ev.reset()
+    >>> ev.update([1, 2], np.array([[0.0, 4.0, 3.0, 2.0], [1.0, 2.0, 3.0, 4.0]]))
+    >>> ev.update([0], np.array([[0.0, 4.0, 3.0, 2.0]]))
+    >>> ev.compute()["P@1"].tolist()
+    [1.0, 1.0, nan]
+    """
+
+    def __init__(self, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, user_ids=None, gain="linear",
+                 min_pos_test=1, min_items_pool=2, consider_cold_start=True, break_ties_with_noise=False, seed=1,
+                 device="auto", output="pandas", batch_size=None, max_memory=None, nthreads=-1, tf32=False):
+        X_train, X_test = v.interactions(X_train, X_test)
+        self._selection = parse_metrics(metrics, k)
+        self._request = v.request(self._selection.names, self._selection.cutoffs, X_test,
+                                  min_pos_test=min_pos_test, min_items_pool=min_items_pool,
+                                  consider_cold_start=consider_cold_start, gain=gain, nthreads=nthreads,
+                                  batch_size=batch_size, max_memory=max_memory)
+        seed = v.check_seed(seed)
+        self._backend = o.backend_for(device, output)
+        self.output = output
+        v.check_disjoint(X_train, X_test)
+        self._index = o.user_index(user_ids, X_test.shape[0])
+        self._problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), self._backend,
+                                bool(tf32))
+        self.columns = tuple(column_name(name, cut) for name, cut in self._selection.columns)
+        self.reset()
+
+    @property
+    def n_users(self):
+        return self._problem.n_users
+
+    @property
+    def n_items(self):
+        return self._problem.n_items
+
+    @property
+    def device(self):
+        """Where the Evaluator evaluates: "cpu", or "cuda:N"."""
+        kind, index = self._backend
+        return "cpu" if kind == "cpu" else f"cuda:{index}"
+
+    def __repr__(self):
+        return (f"Evaluator({self.n_users} users x {self.n_items} items, {', '.join(self.columns)}, "
+                f"device={self.device!r}, output={self.output!r})")
+
+    # --- every user at once ------------------------------------------------------------------
+
+    def __call__(self, model, B=None, *, item_biases=None):
+        """Evaluate every user and return the per-user results (the state is replaced by them).
+
+        Parameters
+        ----------
+        model : array of shape (n_users, n_factors) with ``B``; array of shape (n_users, n_items);
+            callable; or None with ``item_biases``
+            User factors (with ``B``), a score matrix, or a score function, as in
+            :func:`calc_reco_metrics` and :func:`evaluate`.
+        B : array of shape (n_items, n_factors), default=None
+            Item factors: scores ``model @ B.T`` (+ ``item_biases``) with the defined score of
+            :func:`calc_reco_metrics`.
+        item_biases : array of shape (n_items,), default=None
+            Added to the factor scores; alone (``model`` and ``B`` None), a non-personalised model.
+        """
+        columns, counts = self._evaluate_all(model, B, item_biases)
+        return self._results(columns, counts, None)
+
+    def _evaluate_all(self, model, B=None, item_biases=None):
+        if B is not None or item_biases is not None:
+            A, B, item_biases = v.factors_on(self._backend, model, B, item_biases, self.n_users, self.n_items)
+            problem = dataclasses.replace(self._problem, A=A, B=B, item_biases=item_biases)
+        elif model is None:
+            raise ValueError("Nothing to evaluate: pass a score matrix, a score function, or factors (A, B); "
+                             "got None.")
+        else:
+            with _backend.device_context(self._backend):
+                score_rows = _score_rows(model, self.n_users, self.n_items, self._backend[0] == "gpu")
+            problem = dataclasses.replace(self._problem, score_rows=score_rows)
+        values, counts = run(problem, self._request, warn=False)
+        columns = select_columns(values, self._selection)
+        self.reset()
+        self._store(np.arange(self.n_users), columns, counts)
+        return columns, counts
+
+    # --- batch by batch ----------------------------------------------------------------------
+
+    def update(self, user_ids, scores):
+        """Evaluate the users `user_ids` (rows of X_test) from their score rows, and add them to
+        the state; each user at most once between resets.
+
+        Parameters
+        ----------
+        user_ids : 1-d array of int
+            Row numbers of X_test (NumPy, torch, CuPy, a list), distinct.
+        scores : array of shape (len(user_ids), n_items)
+            Their scores, in the order of ``user_ids``: any array :func:`evaluate` takes.
+        """
+        rows = self._rows(user_ids)
+        order = np.argsort(rows, kind="stable")
+        users = rows[order]
+        twice = users[self._evaluated[users] > 0]
+        if twice.size:
+            raise ValueError(f"'user_ids' holds {twice.size} users already evaluated since the last reset(), for "
+                             f"example {int(twice[0])}; each user is evaluated once (call reset() to start over).")
+        if callable(scores):
+            raise TypeError("'scores' of update() must be the batch's score rows (an array of shape "
+                            f"({rows.shape[0]}, {self.n_items})); got a callable: call the Evaluator with a score "
+                            "function to evaluate every user with it.")
+        on_gpu = self._backend[0] == "gpu"
+        with _backend.device_context(self._backend):
+            batch_rows = _score_rows(scores, rows.shape[0], self.n_items, on_gpu)
+            xp = _backend.cupy() if on_gpu else np
+            sorted_users, positions = xp.asarray(users), xp.asarray(order)
+
+        def score_rows(wanted):  # wanted: sorted rows of X_test among `users`
+            return batch_rows(positions[xp.searchsorted(sorted_users, wanted)])
+
+        problem = dataclasses.replace(self._problem, score_rows=score_rows)
+        values, counts = run(problem, self._request, users=users, warn=False)
+        self._store(users, select_columns(values, self._selection), counts)
+
+    def compute(self):
+        """The per-user results of the users evaluated since the last reset(), in row order
+        (dict outputs also hold ``"user"``: their int64 row numbers)."""
+        rows = np.flatnonzero(self._evaluated)
+        columns = {name: self._values[rows, j] for j, name in enumerate(self.columns)}
+        counts = {code: int(n) for code, n in enumerate(self._counts) if n}
+        return self._results(columns, counts, rows)
+
+    def reset(self):
+        """Forget every evaluated user."""
+        self._values = np.zeros((self.n_users, len(self.columns)))
+        self._evaluated = np.zeros(self.n_users, dtype=np.int64)
+        self._counts = np.zeros(len(NAN_REASONS) + 1, dtype=np.int64)
+
+    # --- the state, and what a logger wants -------------------------------------------------------
+
+    def summary(self, counts=False):
+        """{column: mean over the evaluated users whose value is not NaN, ..., "users": the
+        evaluated users, "nan_users": those with at least one NaN value} as floats. Each mean
+        is the correctly rounded sum (math.fsum) divided by the count, so it does not depend
+        on the order or batching of the users. With ``counts``, also ``"n_<column>"``: the
+        users in each mean."""
+        evaluated = self._evaluated > 0
+        values = self._values[evaluated]
+        nan = np.isnan(values)
+        out, n = {}, {}
+        for j, name in enumerate(self.columns):
+            kept = values[~nan[:, j], j]
+            out[name] = math.fsum(kept.tolist()) / kept.size if kept.size else math.nan
+            n[f"n_{name}"] = float(kept.size)
+        out.update(users=float(values.shape[0]), nan_users=float(np.sum(nan.any(axis=1))))
+        return {**out, **n} if counts else out
+
+    def state(self):
+        """The evaluated users' results as NumPy arrays that add up exactly across processes:
+        ``values`` (n_users, n_columns) float64, 0 for users not evaluated here; ``evaluated``
+        (n_users,) int64, 1 for users evaluated here; ``nan_counts`` (9,) int64, users per NaN
+        rule. Each user is evaluated by one process, so a sum adds its values to zeros only."""
+        return {"values": self._values.copy(), "evaluated": self._evaluated.copy(), "nan_counts": self._counts.copy()}
+
+    def load_state(self, state):
+        """Replace the state by `state` (for example the all-reduced sum of every process's
+        state()); arrays may be NumPy arrays or tensors on any device."""
+        values, evaluated, nan_counts = self._checked_state(state)
+        self._check_once(evaluated)
+        self._values, self._evaluated, self._counts = values, evaluated, nan_counts
+
+    def merge(self, *states):
+        """Add other states (from state(), or Evaluators on the same interactions) to this one."""
+        for state in states:
+            values, evaluated, nan_counts = self._checked_state(state.state() if isinstance(state, Evaluator)
+                                                                else state)
+            self._check_once(self._evaluated + evaluated)
+            self._values = self._values + values
+            self._evaluated = self._evaluated + evaluated
+            self._counts = self._counts + nan_counts
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _store(self, rows, columns, counts):
+        self._values[rows] = np.stack([np.asarray(columns[name], dtype=np.float64) for name in self.columns], axis=1)
+        self._evaluated[rows] += 1
+        for code, n in counts.items():
+            self._counts[code] += n
+
+    def _results(self, columns, counts, rows):
+        if rows is None:
+            index = self._index
+        else:
+            index = self._index[rows] if self._index is not None else pd.Index(rows)
+            if self.output != "pandas":
+                columns = {"user": rows, **columns}
+        return o.results(columns, counts, self.output, self._backend, index)
+
+    def _rows(self, user_ids):
+        rows = np.asarray(_backend.to_host(v.plain_array(user_ids), "user_ids"))
+        if rows.ndim != 1 or rows.dtype.kind not in "iu":
+            raise ValueError(f"'user_ids' must be a 1-d array of ints (rows of X_test); got {rows.dtype} values "
+                             f"of shape {rows.shape}.")
+        rows = rows.astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_users):
+            bad = rows[(rows < 0) | (rows >= self.n_users)]
+            raise ValueError(f"'user_ids' must be rows of X_test, in [0, {self.n_users - 1}]; got {int(bad[0])}.")
+        if np.unique(rows).size != rows.size:
+            raise ValueError("'user_ids' must be distinct; a user appears more than once in this batch.")
+        return rows
+
+    def _checked_state(self, state):
+        expected = {"values": ((self.n_users, len(self.columns)), "f"), "evaluated": ((self.n_users,), "iu"),
+                    "nan_counts": ((len(NAN_REASONS) + 1,), "iu")}
+        if not isinstance(state, dict) or set(state) != set(expected):
+            raise ValueError(f"'state' must be a dict with the keys {sorted(expected)} (from Evaluator.state()); "
+                             f"got {sorted(state) if isinstance(state, dict) else type(state).__name__}.")
+        arrays = []
+        for key, (shape, kinds) in expected.items():
+            array = np.asarray(_backend.to_host(v.plain_array(state[key]), f"state[{key!r}]"))
+            if array.shape != shape or array.dtype.kind not in kinds:
+                raise ValueError(f"state[{key!r}] must be {'a float' if kinds == 'f' else 'an int'} array of shape "
+                                 f"{shape} for this Evaluator; got {array.dtype} of shape {array.shape}.")
+            arrays.append(array.astype(np.float64 if kinds == "f" else np.int64))
+        return arrays
+
+    @staticmethod
+    def _check_once(evaluated):
+        twice = np.flatnonzero(evaluated > 1)
+        if twice.size:
+            raise ValueError(f"{twice.size} users were evaluated more than once across the merged states, for "
+                             f"example user {int(twice[0])} ({int(evaluated[twice[0]])} times); give each user to "
+                             "one process (a DistributedSampler pads with repeated users: split the users with "
+                             "range(rank, n_users, world_size) instead).")
 
 
 def _score_rows(scores, n_users, n_items, on_gpu):

@@ -1,13 +1,14 @@
 """calc_reco_metrics: recometrics' function of that name, with the definitions of docs/metrics.md.
 
 A translation of recometrics' flags and defaults into the engine's Request; recometrics'
-defaults (k=5, P/AP/NDCG, dict or DataFrame output) live here and nowhere else.
+defaults (k=5, P/AP/NDCG by flags, the as_df switch and its dict layout) live here and
+nowhere else (docs/conventions.md).
 """
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from . import _output as o
 from . import _validation as v
 from .engine._engine import Problem, run
 from .engine._registry import METRICS, column_name
@@ -19,8 +20,15 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
                       pr_auc=False, all_metrics=False, rename_k=True, break_ties_with_noise=False,
                       min_pos_test=1, min_items_pool=2, consider_cold_start=True, cumulative=False,
                       nthreads=-1, seed=1, device="auto", *, gain="linear", batch_size=None,
-                      max_memory=None, output=None, tf32=False):
+                      max_memory=None, output=None, user_ids=None, tf32=False):
     r"""Per-user ranking metrics of a factor model, as recometrics computes them (with its bugs fixed).
+
+    The recometrics-compatible front door: its signature and defaults (k=5, P, AP and NDCG
+    selected by boolean flags, ``as_df``, the dict layout with ``"P@K"`` keys and ``"K"``) are
+    recometrics' own, kept here for code written for recometrics. Everything else is gpureco's
+    one set of conventions (docs/conventions.md), shared with :func:`evaluate`,
+    :class:`Evaluator`, :func:`top_k` and :func:`evaluate_lists`: the ``gain`` option, the
+    ``output`` choices, ``user_ids``, ``device``.
 
     For every user (row of ``X_test``), every item not in that user's row of ``X_train`` (the
     *pool*) is ranked by descending score :math:`s_{ui} = a_u \cdot b_i (+ \text{bias}_i)`;
@@ -106,9 +114,14 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         the GPU (default 1 GiB): score tiles of up to 65,536 items per user of the batch, and
         the batch's test items; a CUDA out-of-memory error halves the batch and retries. At
         least one user per batch; the inputs and the per-user results come on top of it.
-    output : {None, "cupy"}, default=None
-        None: as ``as_df`` says (host arrays). "cupy": a dict of CuPy arrays that stay in GPU
-        memory (for use inside a training loop); needs the GPU backend.
+    output : {None, "pandas", "numpy", "cupy", "torch"}, default=None
+        None: as ``as_df`` says. "pandas": the DataFrame. "numpy", "cupy", "torch": the dict
+        that ``as_df=False`` gives (recometrics' layout), of NumPy arrays, of CuPy arrays that
+        stay in GPU memory (GPU backend only), or of torch tensors on the device that
+        evaluated (no copy on the CPU; for use inside a training loop).
+    user_ids : sequence, default=None
+        The caller's id of each row of ``X_test``: the DataFrame's index (named ``user``).
+        Default: the row numbers, as recometrics.
     tf32 : bool, default=False
         Let cuBLAS use TF32 tensor cores for float32 factors (GPU only). The score filter is
         then coarser (its error bound is about 2**-9 of the score scale instead of F * 2**-24),
@@ -155,21 +168,23 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     request = v.request(names, np.arange(1, k + 1) if cumulative else [k], X_test, min_pos_test=min_pos_test,
                         min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
                         nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
-    backend = v.backend_for(device, output, ("cupy",))
+    backend = o.backend_for(device, output or "pandas")
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
     seed = v.check_seed(seed)
     v.check_disjoint(X_train, X_test)
     problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
-    values, counts = run(problem, request, on_device_output=output == "cupy")
-    return _format(values, k, as_df and output != "cupy", cumulative, rename_k, counts)
+    index = o.user_index(user_ids, n_users)
+    values, counts = run(problem, request)
+    output = output or ("pandas" if as_df else "numpy")
+    return _format(values, k, output, backend, cumulative, rename_k, counts, index)
 
 
-def _format(values, k, as_df, cumulative, rename_k, counts):
+def _format(values, k, output, backend, cumulative, rename_k, counts, index):
     """recometrics' output layouts: dict of arrays, or a DataFrame with its column names."""
     if not cumulative:
         values = {name: a[:, 0] if a.ndim == 2 else a for name, a in values.items()}
-    if not as_df:
-        return {**values, "K": k}
+    if output != "pandas":
+        return {**o.arrays(values, output, backend), "K": k}
     if cumulative:
         columns = {}
         for name, a in values.items():
@@ -179,6 +194,4 @@ def _format(values, k, as_df, cumulative, rename_k, counts):
                 columns.update({column_name(name, i + 1): a[:, i] for i in range(a.shape[1])})
     else:
         columns = {column_name(name, k if rename_k and name.endswith("@K") else None): a for name, a in values.items()}
-    df = pd.DataFrame(columns)
-    df.attrs["nan_reasons"] = {f"rule {code}": n for code, n in counts.items()}
-    return df
+    return o.frame(columns, counts, index)

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
+from . import _output as o
 from . import _validation as v
 from .engine import _backend
 from .engine._engine import Problem, host_array, top_k as engine_top_k
 
 
 def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_with_noise=False, seed=1,
-          device="auto", output=None, batch_size=None, max_memory=None, tf32=False):
+          device="auto", output="numpy", user_ids=None, batch_size=None, max_memory=None, tf32=False):
     r"""Each user's top-K list: the K pool items (not in ``X_train``) of highest score.
 
     Scores and ties are those of :func:`calc_reco_metrics`: the score of item i for user u is
@@ -35,8 +37,14 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         Rows of A to list (default: every user), in the order wanted.
     break_ties_with_noise, seed, device, batch_size, max_memory, tf32
         As in :func:`calc_reco_metrics`.
-    output : {None, "cupy"}, default=None
-        "cupy" keeps the lists in GPU memory (GPU backend only).
+    output : {"numpy", "pandas", "cupy", "torch"}, default="numpy"
+        ``(items, scores)`` as NumPy arrays, CuPy arrays left in GPU memory (GPU backend
+        only) or torch tensors on the device that ranked; or "pandas": one long DataFrame
+        with the columns ``user``, ``item``, ``rank`` (1 = best) and ``score``, the input of
+        :func:`evaluate_lists` and :func:`beyond_accuracy` (no row where items is -1).
+    user_ids : sequence, default=None
+        The caller's id of each row of ``A``: the ``user`` column of the pandas output.
+        Default: the row numbers.
 
     Returns
     -------
@@ -45,6 +53,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         score is not NaN (items with a NaN score are never listed).
     scores : float64 array of shape (n_listed, k)
         Their defined scores (NaN where items is -1).
+    (or, with output="pandas", one DataFrame)
 
     Examples
     --------
@@ -83,13 +92,25 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         users = users.astype(np.int64)
     seed = v.check_seed(seed)
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
-    backend = v.backend_for(device, output, ("cupy",))
+    backend = o.backend_for(device, output, ("numpy", "pandas", "cupy", "torch"))
+    index = o.user_index(user_ids, n_users, "user_ids")
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
     problem = Problem(X_train, X_train, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
     items, scores = engine_top_k(problem, users, k, batch_size, max_memory)
-    if output == "cupy":
-        return items, scores
-    return host_array(items), host_array(scores)
+    if output in ("cupy", "torch"):  # on the device that ranked, without a copy
+        return o.arrays((items, scores), output, backend)
+    items, scores = host_array(items), host_array(scores)
+    if output == "pandas":
+        return _long_frame(users if index is None else index[users], items, scores)
+    return items, scores
+
+
+def _long_frame(users, items, scores):
+    """One row per listed item: user, item, rank (1 = best), score."""
+    listed = items >= 0
+    row, position = np.nonzero(listed)
+    return pd.DataFrame({"user": np.asarray(users)[row], "item": items[listed], "rank": position + 1,
+                         "score": scores[listed]})
 
 
 def _dense(value, name, ndims):

@@ -133,10 +133,36 @@ def _refuse_masked(value, what):
                         f"(.filled(...)) or remove them first; got {int(np.ma.count_masked(value))} masked values.")
 
 
+def _is_bfloat16(dtype):
+    return str(dtype).rsplit(".", 1)[-1] == "bfloat16"  # torch.bfloat16, JAX's and ml_dtypes' bfloat16
+
+
+def plain_array(value):
+    """A framework's array as NumPy can take it, or as a GPU array, without a copy where the
+    dtype allows: a torch tensor that requires grad is detached; bfloat16 is widened to float32
+    (exactly: every bfloat16 is a float32); a CPU tensor becomes a NumPy view; CPU arrays of any
+    DLPack library (JAX, ...) are read through DLPack. Anything else is returned as it is."""
+    if type(value).__module__.split(".")[0] == "torch":  # never imported: a tensor brings its module
+        value = value.detach()
+        if _is_bfloat16(value.dtype):
+            value = value.float()
+        return value.resolve_conj().resolve_neg().numpy() if value.device.type == "cpu" else value
+    if _is_bfloat16(getattr(value, "dtype", None)) and hasattr(value, "astype"):
+        return value.astype(np.float32)
+    if (not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__")
+            and not _backend.is_device_array(value)):
+        try:
+            return np.from_dlpack(value)
+        except (TypeError, ValueError, BufferError, RuntimeError):
+            return value  # a dtype NumPy's DLPack does not take: np.asarray below says what it is
+    return value
+
+
 def host_array_or_device(value, what):
     """`value` unchanged if it lives in GPU memory, else as a NumPy array: a host input is then
     checked on the host before it moves, so no message comes from NumPy or CuPy (CuPy would
-    say 'Unsupported dtype <U1')."""
+    say 'Unsupported dtype <U1'). Torch, JAX and DLPack arrays are taken as plain_array says."""
+    value = plain_array(value)
     if _backend.is_device_array(value):
         return value
     _refuse_masked(value, what)
@@ -313,22 +339,11 @@ def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_co
                    nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
 
 
-def backend_for(device, output, choices):
-    """The backend of `device` (_backend.resolve_device) and the checked `output`; "cupy", which
-    leaves the results in GPU memory, needs the GPU backend."""
-    if output is not None:
-        check_choice(output, "output", choices)
-    backend = _backend.resolve_device(device)
-    if output == "cupy" and backend[0] != "gpu":
-        raise ValueError(f"output='cupy' needs the GPU backend; device={device!r} evaluates on the CPU.")
-    return backend
-
-
 def factors_on(backend, A, B, item_biases, n_users, n_items):
     """as_factors for the backend: CuPy arrays on the GPU (device inputs used in place), else
     host arrays (device inputs copied back)."""
     with _backend.device_context(backend):
         if backend[0] == "gpu":
             return as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
-        return as_factors(*(None if x is None else _backend.to_host(x, name)
+        return as_factors(*(None if x is None else _backend.to_host(plain_array(x), name)
                             for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))), n_users, n_items)

@@ -105,7 +105,8 @@ BAD = [
      r"score_fn's result for \d users must have shape \(\d, 5\); got \(\d, 3\)"),
     (dict(scores=lambda users: None), TypeError, "score_fn's result for 4 users must be an array of real numbers; got dtype object"),
     (dict(metrics=["P@10", "MAP@5"]), ValueError, "Unknown metric"),
-    (dict(output="torch"), ValueError, "'output' must be one of 'pandas', 'numpy', 'cupy'; got 'torch'"),
+    (dict(output="tensorflow"), ValueError, "'output' must be one of 'pandas', 'numpy', 'cupy', 'torch'; got "
+                                            "'tensorflow'"),
     (dict(output="cupy", device="cpu"), ValueError, "output='cupy' needs the GPU backend"),
 ]
 

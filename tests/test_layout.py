@@ -7,7 +7,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpureco"
 FRONT_DOORS = {"gpureco._recometrics", "gpureco._top_k", "gpureco._evaluate", "gpureco._lists", "gpureco._beyond"}
-SHARED = {"gpureco._validation", "gpureco._optional"}
+SHARED = {"gpureco._validation", "gpureco._optional", "gpureco._output"}
 # What each layer may import from gpureco, besides its own folder.
 ALLOWED = {
     "engine": set(),
@@ -15,7 +15,8 @@ ALLOWED = {
     "data": {"engine", "shared"},
     "analysis": {"engine", "shared"},
     "front door": {"engine", "shared", "data"},
-    "cli": {"engine", "shared", "data", "analysis", "front door", "package"},
+    "dask": {"engine", "shared", "data", "analysis", "front door"},
+    "cli": {"engine", "shared", "data", "analysis", "front door", "dask", "package"},
     "package": {"engine", "shared", "data", "analysis", "front door", "cli", "package"},
 }
 
@@ -31,9 +32,9 @@ def layer(name):
     if name in SHARED:
         return "shared"
     parts = name.split(".")
-    if len(parts) > 2 and parts[1] in ("engine", "data", "analysis", "cli"):
+    if len(parts) > 2 and parts[1] in ("engine", "data", "analysis", "cli", "dask"):
         return parts[1]
-    if name in ("gpureco.engine", "gpureco.data", "gpureco.analysis", "gpureco.cli"):
+    if name in ("gpureco.engine", "gpureco.data", "gpureco.analysis", "gpureco.cli", "gpureco.dask"):
         return parts[1]
     return "package"  # gpureco, gpureco.__main__, gpureco.datasets: the public faces
 

@@ -8,13 +8,14 @@ _metrics.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _backend, _cpu
 from ._metrics import metrics_from_ranks, nan_reasons
 from ._registry import K_BOUND_IN_POOL, NAN_REASONS
+from ._scores import row_entries
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
 
@@ -32,6 +33,7 @@ class Problem:
     device: tuple = ("cpu", None)  # _backend.resolve_device's answer; A, B, item_biases live there
     tf32: bool = False
     score_rows: object = None  # given scores instead of factors: user ids -> float64 (n, n_items) rows
+    cache: dict = field(default_factory=dict)  # the GPU backend's copies of X_train and X_test, kept by an Evaluator
 
     @property
     def n_users(self):
@@ -80,32 +82,32 @@ class Request:
     max_memory: int | None = None
 
 
-def run(problem, request, on_device_output=False):
+def run(problem, request, users=None, warn=True):
     """({name: per-user values}, {NaN rule: number of users}): the metrics of `request.names`
     at `request.cutoffs` (2-d arrays (n_users, n_cut) for @K metrics, 1-d for the AUCs), with
-    one warning for the users whose metrics are NaN. NumPy arrays, or with `on_device_output`
-    CuPy arrays on the problem's GPU (copies of the host values: the metrics are always
-    computed on the host, see _metrics)."""
+    one warning for the users whose metrics are NaN (unless not `warn`). NumPy arrays on either
+    backend: the metrics are always computed on the host (see _metrics); the front doors copy
+    them to a device when asked. `users` (sorted, distinct int64 rows): only those users, one
+    row each in that order; a user's values do not depend on which other users are evaluated."""
     with on_device(problem):
-        values, counts = _evaluate(problem, request)
-    warn_nan(counts, problem.n_users, stacklevel=4)  # the warning points at the caller's call
-    if on_device_output:
-        with on_device(problem):
-            values = {name: _backend.cupy().asarray(a) for name, a in values.items()}
+        values, counts = _evaluate(problem, request, users)
+    if warn:
+        warn_nan(counts, problem.n_users if users is None else users.shape[0], stacklevel=4)  # at the caller's call
     return values, counts
 
 
-def _evaluate(problem, request):
+def _evaluate(problem, request, rows=None):
     names, cutoffs, max_memory = request.names, request.cutoffs, request.max_memory
     min_pos_test, min_items_pool = request.min_pos_test, request.min_items_pool
     consider_cold_start = request.consider_cold_start
-    n_test = np.diff(problem.X_test.indptr)
-    n_train = np.diff(problem.X_train.indptr)
+    rows = np.arange(problem.n_users, dtype=np.int64) if rows is None else rows  # the users evaluated
+    n_test = np.diff(problem.X_test.indptr)[rows]
+    n_train = np.diff(problem.X_train.indptr)[rows]
     n_pool = problem.n_items - n_train
-    no_scores = np.zeros(problem.n_users)
-    reason = nan_reasons(n_test, n_pool, n_train, np.zeros(problem.n_users, bool), no_scores, no_scores + 1,
+    no_scores = np.zeros(rows.shape[0])
+    reason = nan_reasons(n_test, n_pool, n_train, np.zeros(rows.shape[0], bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
-    users = np.flatnonzero(reason == 0).astype(np.int64)  # only these need scores
+    users = rows[reason == 0]  # only these need scores
     if problem.device[0] == "gpu":
         from . import _gpu
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
@@ -114,16 +116,20 @@ def _evaluate(problem, request):
     else:
         # given scores: float64 rows and their transposed copy
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
-        rows, nthreads = cpu_plan(problem.n_items, itemsize, request.nthreads, max_memory, request.batch_size)
+        batch_size, nthreads = cpu_plan(problem.n_items, itemsize, request.nthreads, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-        ranking = _cpu.rank_users(problem, users, rows, nthreads, max_rank)
+        ranking = _cpu.rank_users(problem, users, batch_size, nthreads, max_rank)
     # integers from here on: the metrics are computed on the host, in one defined order
-    ranks, nonfinite = host_array(ranking.ranks), host_array(ranking.nonfinite).astype(bool)
-    pool_min, pool_max = host_array(ranking.pool_min), host_array(ranking.pool_max)
+    nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
+    pool_min, pool_max = host_array(ranking.pool_min)[rows], host_array(ranking.pool_max)[rows]
+    ranks, gains = host_array(ranking.ranks), problem.X_test.data
+    if rows.shape[0] < problem.n_users:  # the test entries of `rows`, in their order
+        entries = row_entries(np, problem.X_test.indptr, rows)[1]
+        ranks, gains = ranks[entries], gains[entries]
     reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, min_pos_test, min_items_pool,
                          consider_cold_start)
-    values = metrics_from_ranks(ranks, problem.X_test.data.astype(np.float64), n_test, n_pool,
+    values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool,
                                 np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain)
     ndcg_nan = np.isnan(values["NDCG@K"][:, 0]) if "NDCG@K" in values else None
     counts = nan_counts(set(values), reason, n_pool, n_test, int(max(cutoffs, default=0)), ndcg_nan)

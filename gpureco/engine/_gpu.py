@@ -188,16 +188,21 @@ def _batch_size(n_items, bytes_per_item_and_user, bytes_per_user, max_memory, ba
     return max(1, int(max_memory // (tile * bytes_per_item_and_user + bytes_per_user)))
 
 
-def _device_csr(X):
-    cp = _backend.cupy()
-    return cp.asarray(X.indptr), cp.asarray(X.indices)
+def _device_csr(X, cache=None):
+    """X's indptr and indices in GPU memory; kept in `cache` (Problem.cache: an Evaluator's
+    interactions are copied once, not at every call)."""
+    cache = {} if cache is None else cache
+    if id(X) not in cache:  # the entry keeps X alive, so its id is not reused while cached
+        cp = _backend.cupy()
+        cache[id(X)] = (X, cp.asarray(X.indptr), cp.asarray(X.indices))
+    return cache[id(X)][1:]
 
 
 def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
     """Rank the test items of `users` (sorted host int64 row indices): _cpu.rank_users on the GPU."""
     cp = _backend.cupy()
-    train_indptr, train_indices = _device_csr(problem.X_train)
-    test_indptr, test_indices = _device_csr(problem.X_test)
+    train_indptr, train_indices = _device_csr(problem.X_train, problem.cache)
+    test_indptr, test_indices = _device_csr(problem.X_test, problem.cache)
     result = GpuRanking(cp, problem.n_users, problem.X_test.nnz)
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
