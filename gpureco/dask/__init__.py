@@ -12,7 +12,7 @@ _optional.package("distributed", "dask")
 
 from ._lists import evaluate_lists  # noqa: E402 - after the check that names the extra
 from ._metrics import calc_reco_metrics, evaluate  # noqa: E402
-from ._stats import summarize  # noqa: E402
+from ._stats import summarize, summary  # noqa: E402
 from ._top_k import top_k  # noqa: E402
 
-__all__ = ["calc_reco_metrics", "evaluate", "top_k", "evaluate_lists", "summarize"]
+__all__ = ["calc_reco_metrics", "evaluate", "top_k", "evaluate_lists", "summarize", "summary"]
