@@ -29,7 +29,7 @@ from ..data._interactions import IdMap, RowError, from_csr, to_csr
 from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ..engine._backend import GpuUnavailable
-from ..engine._registry import METRICS, NAN_REASONS, column_name, parse_metrics
+from ..engine._registry import GAINS, METRICS, NAN_REASONS, column_name, parse_metrics
 
 _CUT_OFF = re.compile(r"^[A-Za-z_]+@\d+$")  # metric columns of a results file: NDCG@10, ..., and the AUCs
 _WHOLE_POOL = {m.column for m in METRICS if m.column.endswith("AUC")}
@@ -214,7 +214,8 @@ def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
         warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
         for i, rows in enumerate(chunks):
             frame = calc_reco_metrics(X_train[rows], X_test[rows], None if A is None else A[rows], B, k=k,
-                                      item_biases=biases, cumulative=many, device=args.device, **flags)
+                                      item_biases=biases, cumulative=many, device=args.device, gain=args.gain,
+                                      **flags)
             for code, n in frame.attrs["nan_reasons"].items():
                 counts[code] = counts.get(code, 0) + n
             frames.append(frame)
@@ -256,7 +257,7 @@ def cmd_evaluate(args):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
             per_user = evaluate(scores[users], X_test[users], X_train[users], metrics=_column_names(selection),
-                                device=args.device)
+                                device=args.device, gain=args.gain)
         _nan_note(args, per_user.attrs["nan_reasons"], users.size)
     per_user.insert(0, "user", ids.users[users])
     return _finish(args, per_user, activity=np.diff(X_train.indptr)[users])
@@ -284,7 +285,7 @@ def _evaluate_lists(args, selection):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            per_user = evaluate_lists(recs, truth, metrics=_column_names(selection))  # indexed by user
+            per_user = evaluate_lists(recs, truth, metrics=_column_names(selection), gain=args.gain)  # by user
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
@@ -519,6 +520,9 @@ def parser():
     ev.add_argument("--metrics", help="comma-separated names: P@10,NDCG@5,ROC_AUC, or bare names with -k (default "
                     f"{DEFAULT_METRICS}; with --recs {DEFAULT_LIST_METRICS})")
     ev.add_argument("-k", default="10", help="cut-off(s) for bare metric names, such as 10 or 5,10 (default 10)")
+    ev.add_argument("--gain", choices=GAINS, default="linear",
+                    help="NDCG gain of a test interaction's value v (the test file's value column; 1 without one): "
+                         "linear v, exponential 2**v - 1, or binary [v > 0] (default linear), as the API's gain=")
     ev.add_argument("--device", default="auto", help="auto, cpu, gpu or cuda:N (default auto)")
     ev.add_argument("--name", default="model", help="the model's name in tables and reports")
     ev.add_argument("--out", help="per-user results, .csv or .parquet")
