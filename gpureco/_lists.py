@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import _output as o
 from . import _validation as v
 from .engine._metrics import metrics_from_ranks
 from .engine._registry import GAINS, METRICS, parse_metrics, select_columns
@@ -11,8 +12,8 @@ from .engine._registry import GAINS, METRICS, parse_metrics, select_columns
 _AUCS = ("ROC_AUC", "PR_AUC")
 
 
-def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_missing=False, group_by=None,
-                   gain="linear"):
+def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
+                   gain="linear", output="pandas"):
     r"""Per-list accuracy metrics of ranked recommendation lists against held-out items.
 
     Each list (one user, within one run) is the ranking: its positions are the ranks of
@@ -48,8 +49,9 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
         Names as ``"NDCG@10"``, or without ``@K`` for every cut-off in ``k``; any of P, TP, R,
         AP, TAP, NDCG, Hit, RR (case ignored). ROC_AUC and PR_AUC are refused: they need the
         whole pool of candidate items, which a list does not hold.
-    k : int or list of int, default=5
-        Cut-offs of the names without ``@K``.
+    k : int or list of int, default=10
+        Cut-offs of the names without ``@K`` (the same default as :func:`evaluate`; only
+        :func:`calc_reco_metrics` keeps recometrics' 5).
     include_missing : bool, default=False
         Also give every truth user without a list (in each run) a row, with 0 for every
         metric (LensKit's and RePlay's convention). By default such users are left out.
@@ -60,6 +62,10 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
         matched with the truth rows that have a missing value in the shared columns.
     gain : {"linear", "exponential", "binary"}, default="linear"
         NDCG gain of a rating r: r, 2**r - 1, or [r > 0].
+    output : {"pandas", "numpy", "cupy", "torch"}, default="pandas"
+        The DataFrame below; or a dict with the index columns (``user`` and the ``group_by``
+        columns) as NumPy arrays and one entry per metric: NumPy arrays, CuPy arrays (on the
+        current GPU; needs one) or torch tensors (on the CPU, where the lists are evaluated).
 
     Returns
     -------
@@ -89,6 +95,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     2     0.5  1.0   1.0
     3     0.0  0.0   0.0
     """
+    backend = o.backend_for("auto" if output == "cupy" else "cpu", output)
     recs = v.as_pandas(recs, "recs", "recommendations")
     truth = v.as_pandas(truth, "truth", "held-out items")
     group_by = _group_by(group_by)
@@ -149,7 +156,10 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_mis
     out.attrs["nan_reasons"] = {"rule 8": int(np.isnan(values["NDCG@K"][:, 0]).sum())} if "NDCG@K" in values else {}
     out.attrs["nan_reasons"] = {rule: n for rule, n in out.attrs["nan_reasons"].items() if n}
     out.attrs["lists_without_truth"] = int(first.size - (rows["_list"] >= 0).sum())
-    return out
+    if output == "pandas":
+        return out
+    keys = {name: out.index.get_level_values(name).to_numpy() for name in out.index.names}
+    return {**keys, **o.arrays({name: out[name].to_numpy() for name in out.columns}, output, backend)}
 
 
 def _group_by(group_by):
