@@ -49,7 +49,9 @@ def arrays(values, output, backend):
     if backend[0] == "gpu":
         on_device = arrays(values, "cupy", backend)
         return {name: torch.from_dlpack(a) for name, a in on_device.items()}
-    return {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in values.items()}
+    # torch shares the memory of a writable contiguous array; anything else is copied once
+    return {name: torch.from_numpy(a if a.flags.writeable and a.flags.c_contiguous else np.array(a))
+            for name, a in values.items()}
 
 
 def frame(columns, counts, index=None):

@@ -37,7 +37,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         Rows of A to list (default: every user), in the order wanted.
     break_ties_with_noise, seed, device, batch_size, max_memory, tf32
         As in :func:`calc_reco_metrics`.
-    output : {"numpy", "pandas", "cupy", "torch"}, default="numpy"
+    output : {"pandas", "numpy", "cupy", "torch"}, default="numpy"
         ``(items, scores)`` as NumPy arrays, CuPy arrays left in GPU memory (GPU backend
         only) or torch tensors on the device that ranked; or "pandas": one long DataFrame
         with the columns ``user``, ``item``, ``rank`` (1 = best) and ``score``, the input of
@@ -92,7 +92,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
         users = users.astype(np.int64)
     seed = v.check_seed(seed)
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
-    backend = o.backend_for(device, output, ("numpy", "pandas", "cupy", "torch"))
+    backend = o.backend_for(device, output)
     index = o.user_index(user_ids, n_users, "user_ids")
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
     problem = Problem(X_train, X_train, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))

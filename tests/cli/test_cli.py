@@ -450,3 +450,26 @@ def test_without_matplotlib_every_report_says_plots_need_it(files, capsys, tmp_p
         text = (tmp_path / report).read_text().replace("&#x27;", "'")
         assert "No plots: matplotlib is not installed; install it with: pip install 'gpureco[plot]'" in text
     assert not (tmp_path / "r_files").exists()  # no images without matplotlib
+
+
+@pytest.mark.parametrize("gain", ["linear", "exponential", "binary"])
+def test_gain_option_gives_the_api_numbers_for_every_model_kind(gain, files, capsys, tmp_path):
+    """--gain is the API's gain=, applied to the test file's value column (one rule everywhere)."""
+    d, _ = files
+    X_train, X_test, _ = gpureco.to_csr(pd.read_csv(d / "train.csv"), pd.read_csv(d / "test.csv"),
+                                        ids=gpureco.IdMap(pd.RangeIndex(120), pd.RangeIndex(60)))
+    A, B = np.load(d / "A.npy"), np.load(d / "B.npy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=5, gain=gain, ndcg=True, precision=False,
+                                         average_precision=False)["NDCG@5"].to_numpy()
+    common = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--metrics", "NDCG@5", "-q",
+              "--gain", gain]
+    for model in (["--factors", d / "A.npy", d / "B.npy"], ["--recs", d / "recs.csv"]):
+        assert run(capsys, *common, *model, "--out", tmp_path / "out.csv")[0] == 0
+        got = pd.read_csv(tmp_path / "out.csv").set_index("user")["NDCG@5"]
+        users = np.flatnonzero(np.diff(X_test.indptr))
+        np.testing.assert_allclose(got.loc[users].to_numpy(), want[users], rtol=0, atol=1e-15)
+    assert len(set(pd.read_csv(d / "test.csv")["value"])) > 1  # graded values: the gains differ by rule
+    code, _, err = run(capsys, *common[:-1], "quadratic", "--factors", d / "A.npy", d / "B.npy")
+    assert code == 2 and "--gain" in err and "quadratic" in err
