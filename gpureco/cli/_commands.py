@@ -207,15 +207,15 @@ def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
     flags = {m.flag: m.column in selection.names for m in METRICS}
     k = int(selection.cutoffs.max()) if selection.cutoffs.size else 1
     many = selection.cutoffs.size > 1
-    progress = sys.stderr.isatty() and not args.quiet and users.size >= PROGRESS_MIN_USERS
+    progress = sys.stderr.isatty() and not args.quiet and users.size >= PROGRESS_MIN_USERS and not args.scheduler
     chunks = np.array_split(users, 20) if progress else [users]
     frames, counts = [], {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
         for i, rows in enumerate(chunks):
-            frame = calc_reco_metrics(X_train[rows], X_test[rows], None if A is None else A[rows], B, k=k,
-                                      item_biases=biases, cumulative=many, device=args.device, gain=args.gain,
-                                      **flags)
+            frame = _on_cluster(args, calc_reco_metrics)(
+                X_train[rows], X_test[rows], None if A is None else A[rows], B, k=k, item_biases=biases,
+                cumulative=many, device=args.device, gain=args.gain, **flags)
             for code, n in frame.attrs["nan_reasons"].items():
                 counts[code] = counts.get(code, 0) + n
             frames.append(frame)
@@ -227,6 +227,19 @@ def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
     _nan_note(args, counts, users.size)
     frame = pd.concat(frames, ignore_index=True)
     return frame[[column_name(name, k) for name, k in selection.columns]]
+
+
+def _on_cluster(args, function):
+    """`function`, or with --scheduler its gpureco.dask twin on that Dask cluster (the same numbers)."""
+    if not args.scheduler:
+        return function
+    from .. import dask as on_dask  # without Dask: _optional.Unavailable (exit 3), naming the extra
+    import distributed
+
+    def on_cluster(*arguments, **options):
+        with distributed.Client(args.scheduler) as client:  # OSError when no scheduler answers there
+            return getattr(on_dask, function.__name__)(*arguments, client=client, **options)
+    return on_cluster
 
 
 def cmd_evaluate(args):
@@ -256,8 +269,8 @@ def cmd_evaluate(args):
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            per_user = evaluate(scores[users], X_test[users], X_train[users], metrics=_column_names(selection),
-                                device=args.device, gain=args.gain)
+            per_user = _on_cluster(args, evaluate)(scores[users], X_test[users], X_train[users],
+                                                   metrics=_column_names(selection), device=args.device, gain=args.gain)
         _nan_note(args, per_user.attrs["nan_reasons"], users.size)
     per_user.insert(0, "user", ids.users[users])
     return _finish(args, per_user, activity=np.diff(X_train.indptr)[users])
@@ -285,7 +298,8 @@ def _evaluate_lists(args, selection):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            per_user = evaluate_lists(recs, truth, metrics=_column_names(selection), gain=args.gain)  # by user
+            per_user = _on_cluster(args, evaluate_lists)(recs, truth, metrics=_column_names(selection),
+                                                         gain=args.gain)  # by user
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
@@ -524,6 +538,8 @@ def parser():
                     help="NDCG gain of a test interaction's value v (the test file's value column; 1 without one): "
                          "linear v, exponential 2**v - 1, or binary [v > 0] (default linear), as the API's gain=")
     ev.add_argument("--device", default="auto", help="auto, cpu, gpu or cuda:N (default auto)")
+    ev.add_argument("--scheduler", metavar="ADDRESS", help="evaluate on a Dask cluster: its scheduler's address, "
+                    "such as tcp://host:8786 (needs pip install 'gpureco[dask]'; docs/dask.md)")
     ev.add_argument("--name", default="model", help="the model's name in tables and reports")
     ev.add_argument("--out", help="per-user results, .csv or .parquet")
     ev.add_argument("--report", help="report path, .html or .md")
