@@ -425,6 +425,72 @@ def _evaluate_cases():
     return out
 
 
+def evaluator(X_test=XTE0, X_train=XTR0, **kw):
+    return gpureco.Evaluator(X_test, X_train, **{"metrics": EVERY_METRIC, "k": 3, "device": "cpu", "nthreads": 1,
+                                                 **kw})
+
+
+def evaluator_update(user_ids=(3, 0, 4), scores=None, then=None):
+    """A fresh Evaluator updated once with `user_ids` and their rows of SCORES0 (or `scores`),
+    then `then(ev)` (default: the results)."""
+    ev = evaluator()
+    ids = np.asarray(user_ids)
+    ev.update(user_ids, SCORES0[ids.astype(np.int64)] if scores is None else scores)
+    return ev.compute() if then is None else then(ev)
+
+
+def _evaluator_cases():
+    f = "Evaluator"
+    out = dense_cases(f, "scores", lambda s: evaluator_update(range(5), s), SCORES0)
+    out += [Case(f, "called with 'scores': the numbers of evaluate", lambda: evaluator()(SCORES0), "answer",
+                 lambda: evaluate()),
+            Case(f, "called with factors: the numbers of calc_reco_metrics", lambda: evaluator()(A0, B0),
+                 "answer", lambda: calc())]
+    for label, ids in (("a list", [3, 0, 4]), ("int32", np.array([3, 0, 4], np.int32)),
+                       ("uint8", np.array([3, 0, 4], np.uint8)), ("a read-only array", _readonly(np.array([3, 0, 4]))),
+                       ("a range", range(3, 5))):
+        want = sorted(np.asarray(ids).tolist())
+        out.append(Case(f, f"update's 'user_ids' as {label}", lambda i=ids: evaluator_update(i), "answer",
+                        lambda w=want: evaluator()(SCORES0).iloc[w]))
+    for label, ids, regex in (
+            ("floats", [3.0, 0.0], r"'user_ids' must be a 1-d array of ints"),
+            ("bools", [True, False], r"'user_ids' must be a 1-d array of ints"),
+            ("strings", ["3", "0"], r"'user_ids' must be a 1-d array of ints"),
+            ("2-d", [[3, 0]], r"'user_ids' must be a 1-d array of ints"),
+            ("negative", [-1, 0], r"'user_ids' must be rows of X_test, in \[0, 4\]; got -1"),
+            ("out of range", [0, 5], r"'user_ids' must be rows of X_test, in \[0, 4\]; got 5"),
+            ("repeated", [3, 3], r"'user_ids' must be distinct")):
+        out.append(Case(f, f"update's 'user_ids' {label}", lambda i=ids: evaluator_update(
+            i, SCORES0[: len(np.ravel(i))]), "error", regex))
+    out += [
+        Case(f, "update's 'scores' with a row too few", lambda: evaluator_update([3, 0], SCORES0[:1]), "error",
+             r"'scores' must have shape \(2, 7\); got \(1, 7\)"),
+        Case(f, "update's 'scores' as a score function", lambda: evaluator_update([3], lambda u: SCORES0[u]), "error",
+             r"got a callable", TypeError),
+        Case(f, "update of a user already evaluated", lambda: evaluator_update(
+            [3], then=lambda ev: ev.update([3], SCORES0[[3]])), "error", r"already evaluated since the last reset"),
+        Case(f, "update of no user (empty 'user_ids')", lambda: evaluator_update(
+            np.zeros(0, np.int64), np.zeros((0, N_ITEMS)), then=lambda ev: ev.summary()["users"]), "answer",
+             lambda: 0.0),
+        Case(f, "called with None", lambda: evaluator()(None), "error", r"Nothing to evaluate"),
+        Case(f, "load_state of a list", lambda: evaluator().load_state([1, 2]), "error",
+             r"'state' must be a dict with the keys"),
+        Case(f, "load_state with 'values' of another shape", lambda: evaluator().load_state(
+            {**evaluator().state(), "values": np.zeros((5, 1))}), "error", r"state\['values'\] must be a float array"),
+        Case(f, "load_state with strings", lambda: evaluator().load_state(
+            {**evaluator().state(), "evaluated": np.array(["1"] * 5)}), "error", r"state\['evaluated'\] must be an int"),
+        Case(f, "merge of two states sharing a user", lambda: evaluator_update(
+            [3], then=lambda ev: ev.merge(evaluator_update([3, 1], then=lambda other: other.state()))), "error",
+             r"evaluated more than once"),
+        Case(f, "'user_ids' of the wrong length", lambda: evaluator(user_ids=["a"]), "error",
+             r"'user_ids' must hold one id per row of 'X_test' \(5\); got 1"),
+        Case(f, "'output' unknown", lambda: evaluator(output="list"), "error", r"'output' must be one of"),
+        Case(f, "'metrics' unknown", lambda: evaluator(metrics=["MAP"]), "error", r"'metrics'"),
+        Case(f, "'gain' unknown", lambda: evaluator(gain="log"), "error", r"'gain' must be one of"),
+    ]
+    return out
+
+
 def _top_k_cases():
     f = "top_k"
     out = dense_cases(f, "A", lambda A: top_k(A=A), A0)
@@ -870,7 +936,7 @@ def _dataset_cases():
 
 
 def all_cases():
-    cases = (_calc_cases() + _evaluate_cases() + _top_k_cases() + _lists_cases() + _beyond_cases()
+    cases = (_calc_cases() + _evaluate_cases() + _evaluator_cases() + _top_k_cases() + _lists_cases() + _beyond_cases()
              + _stats_cases() + _data_cases())
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), [i for i, n in collections.Counter(ids).items() if n > 1]
