@@ -13,10 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._cpu_ranks import pair_scores, rank_test_items, tie_keys
-from ._scores import magnitudes, row_entries, score_tolerance, select_top_k
-
-THREAD_ROWS = 8  # score rows each ranking thread holds (GROUP in _cpu_ranks.pyx)
-
+from ._scores import checked_magnitudes, magnitudes, row_entries, score_tolerance, select_top_k
 
 class CpuRanking:
     """Ranks, pool minimum, maximum and non-finite flag for every evaluated user."""
@@ -29,19 +26,19 @@ class CpuRanking:
 
 
 def score_block(user_rows, B, biases, out):
-    """Filter scores of the users whose factors are `user_rows` for every item: an (n_items,
-    n_users) C-contiguous block in the factors' dtype (the biases alone, exactly, when there are
-    no factors). `out` is a flat buffer reused from batch to batch: fresh pages cost more than
-    the product at 1M items."""
+    """Filter scores of the users whose factors are `user_rows` for every item: a (n_users,
+    n_items) C-contiguous block in the factors' dtype, one user's scores a row (the biases
+    alone, exactly, when there are no factors). `out` is a flat buffer reused from batch to
+    batch: fresh pages cost more than the product at 1M items."""
     n_items = B.shape[0]
-    scores = out[: n_items * user_rows.shape[0]].reshape(n_items, user_rows.shape[0])
+    scores = out[: n_items * user_rows.shape[0]].reshape(user_rows.shape[0], n_items)
     if B.shape[1] == 0:
-        scores[:] = biases[:, None]
+        scores[:] = biases[None, :]
     else:
         with np.errstate(over="ignore", invalid="ignore"):  # overflows are settled by the defined score
-            np.matmul(B, user_rows.T, out=scores)
+            np.matmul(user_rows, B.T, out=scores)
             if biases.shape[0]:
-                scores += biases.astype(scores.dtype)[:, None]
+                scores += biases.astype(scores.dtype)[None, :]
     return scores
 
 
@@ -55,24 +52,24 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
     A, B, biases, has_bias = _model(problem.A, problem.B, None if given else problem.item_biases, problem.n_users,
                                     n_items)
     # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
-    item_abs_max, bias_abs_max = magnitudes(B, biases)
+    item_abs_max, bias_abs_max, items_finite = checked_magnitudes(B, biases)
     block = np.empty(0 if given else n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
-    rows = [np.empty(THREAD_ROWS * n_items, dtype=B.dtype) for _ in range(nthreads)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
         for begin in range(0, users.shape[0], batch_size):
             batch = users[begin: begin + batch_size]
-            user_rows = np.ascontiguousarray(A[batch])
             if given:
-                scores = np.ascontiguousarray(problem.score_rows(batch).T)
+                scores = np.ascontiguousarray(problem.score_rows(batch))
+                user_rows, items = np.zeros((batch.shape[0], 0), scores.dtype), np.zeros((n_items, 0), scores.dtype)
             else:
+                user_rows, items = np.ascontiguousarray(A[batch]), B
                 scores = score_block(user_rows, B, biases, block)
             tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
-            jobs = [pool.submit(rank_test_items, scores, user_rows, B, biases, has_bias, tol, batch,
+            jobs = [pool.submit(rank_test_items, scores, user_rows, items, biases, has_bias, items_finite, tol, batch,
                                 train.indptr, train.indices, test.indptr, test.indices, result.ranks,
                                 result.pool_min, result.pool_max, result.nonfinite, problem.seed,
-                                problem.break_ties_with_noise, max_rank, rows[thread], int(lo), int(hi), given)
-                    for thread, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
+                                problem.break_ties_with_noise, max_rank, int(lo), int(hi), given)
+                    for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
             for job in jobs:
                 job.result()
     return result
@@ -103,7 +100,7 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     for begin in range(0, users.shape[0], batch_size):
         batch = users[begin: begin + batch_size]
         user_rows = np.ascontiguousarray(A[batch])
-        rows = score_block(user_rows, B, biases, block).T.astype(np.float64)
+        rows = score_block(user_rows, B, biases, block).astype(np.float64)
         local, entry, _ = row_entries(np, train.indptr, batch)
         trained = np.zeros(rows.shape, dtype=bool)
         trained[local, train.indices[entry]] = True

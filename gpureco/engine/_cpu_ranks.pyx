@@ -10,23 +10,29 @@ item is settled by the BLAS score unless the two are within tol, and only then i
 score computed. The outcome of every comparison is that of the exact scores.
 
 Items are ordered by descending score, then ascending tie key. Per user, with the test items
-sorted best-first by exact score, T[0] > ... > T[m-1], every pool item j falls below
-pos(j) = #{i : T[i] outranks j} of them. With cnt[c] = #{pool items j (test items included) :
-pos(j) == c}, the rank of T[i] (1 + the pool items above it) is cnt[0] + ... + cnt[i]: the sum
-counts T[i] once and every item above it. Items below T[m-1] cost one comparison.
+sorted best-first by exact score, T[0] > ... > T[m-1], the rank of T[i] (1 + the pool items
+above it) is 1 + i + the number of other pool items above T[i]. A pool item whose filter score
+s is above hi_i = exact(T[i]) + tol is above T[i] whatever the rounding, one below
+lo_i = exact(T[i]) - tol is below it; an item in between, or whose filter score is not finite
+(an overflow), is decided by its exact score (`gr_resolve`). The pass over a row (`gr_pass`)
+compares a vector of scores with GR_CHUNK test items at a time (C vector extensions, compiled
+for AVX-512, AVX2 and the baseline; the loader runs the best the CPU has), and keeps the pool's
+minimum, maximum and NaN flag in the same read. Only comparisons and integer counts run in
+vectors: every score that decides anything is computed in the defined order.
 
-When only ranks up to K are needed (no AUC), a first pass finds tau, the K-th largest BLAS
-score of the pool (a heap of K values); a test item whose exact score is below tau - tol has
-at least K pool items above it, so only the test items above that line are counted, and
-the counting pass skips nearly every item at its first comparison.
+When only ranks up to K are needed (no AUC), the first pass finds tau, the K-th largest filter
+score of the pool (a heap of K values, touched only by vectors that hold a larger score); a
+test item whose exact score is below tau - tol has at least K pool items above it, so only the
+test items above that line are counted, and the counting pass skips every vector below them.
 """
 from libc.stdint cimport uint64_t, int64_t, uint8_t, int32_t
 from libc.stdlib cimport qsort, malloc, free
-from libc.math cimport INFINITY, isnan, isinf, isfinite
+from libc.math cimport INFINITY, isinf
 
 cdef extern from *:
     """
     #include <stdint.h>
+    #include <math.h>
     /* splitmix64 finaliser; a GPU kernel must compute the same numbers */
     static inline uint64_t gpureco_mix64(uint64_t x) {
         x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ULL;
@@ -58,11 +64,251 @@ cdef extern from *:
         while (c < m && scores[c] == s && keys[c] < key) c++;
         return c;
     }
+
+    #define GR_CHUNK 8   /* test items compared with each vector of scores in one pass */
+
+    typedef struct {  /* what an exact score needs, for one user */
+        const void* a;       /* the user's factors */
+        const void* B;       /* all item factors, row-major */
+        int64_t n_factors;
+        const double* bias;  /* NULL: no biases */
+        const void* given;   /* the user's given scores, which are the defined scores; or NULL */
+        int zero;            /* every factor of the user is 0 and every item factor finite: all products are 0 */
+    } gr_model;
+
+    typedef struct {  /* one pass over a user's pool: the row less its training and test items */
+        const gr_model* model;
+        const double* ts; const uint64_t* keys; int64_t m;  /* the test items best first: exact scores, keys */
+        uint64_t seed, user; int noise;
+        double tol;
+        int stats; double min, max; int nan;  /* stats: keep the minimum, maximum and NaN flag */
+        int64_t heap_k; double* heap;         /* heap_k > 0: keep the heap_k largest scores (a min-heap) */
+        int64_t first, n;                     /* count the pool items above test items first .. first+n-1 */
+        int careful;                          /* non-finite scores occur: decide them by the exact score */
+        int64_t above[GR_CHUNK];
+    } gr_pass;
+
+    /* replace the smallest of the k values of a min-heap by v */
+    static void gr_heap_replace(double* heap, int64_t k, double v) {
+        int64_t i = 0, child;
+        for (;;) {
+            child = 2 * i + 1;
+            if (child >= k) break;
+            if (child + 1 < k && heap[child + 1] < heap[child]) child++;
+            if (heap[child] >= v) break;
+            heap[i] = heap[child];
+            i = child;
+        }
+        heap[i] = v;
+    }
+
+    /* The exact scores, for float and double factors (or given scores) alike. */
+    #define GR_DEFINE_EXACT(T, S)                                                                   \
+    /* The definition of a score: float64 products summed in order f = 0 .. F-1, plus the bias      \
+       (built with -ffp-contract=off: no fused multiply-add changes the rounding). */               \
+    static inline double gr_exact_##S(const gr_model* md, int64_t j) {                             \
+        double acc = 0.0;                                                                           \
+        if (md->given) return (double)((const T*)md->given)[j];                                    \
+        if (!md->zero) {                                                                            \
+            const T* a = (const T*)md->a;                                                           \
+            const T* b = (const T*)md->B + j * md->n_factors;                                       \
+            for (int64_t f = 0; f < md->n_factors; f++) acc = acc + (double)a[f] * (double)b[f];   \
+        }                                                                                           \
+        return md->bias ? acc + md->bias[j] : acc;                                                  \
+    }                                                                                               \
+                                                                                                    \
+    /* minimum, maximum and NaN flag of the exact scores of the pool (the row less train) */        \
+    static void gr_exact_stats_##S(const gr_model* md, int64_t n_items, const int32_t* train,      \
+                                   int64_t n_train, double* mn, double* mx, int* nan) {            \
+        int64_t t, j, start = 0, stop;                                                              \
+        double v;                                                                                   \
+        *mn = INFINITY; *mx = -INFINITY; *nan = 0;                                                  \
+        for (t = 0; t <= n_train; t++) {                                                            \
+            stop = t < n_train ? train[t] : n_items;                                                \
+            for (j = start; j < stop; j++) {                                                        \
+                v = gr_exact_##S(md, j);                                                            \
+                *mn = v < *mn ? v : *mn;                                                            \
+                *mx = v > *mx ? v : *mx;                                                            \
+                *nan |= v != v;                                                                     \
+            }                                                                                       \
+            start = stop + 1;                                                                       \
+        }                                                                                           \
+    }
+
+    /* The pass over a row, for T = float or double scores, in vectors of BYTES bytes, compiled     \
+       with the attributes ATTR (an instruction set). S names the type, V the version. */
+    #define GR_DEFINE_PASS(T, S, V, IT, NEXT, BYTES, ATTR)                                          \
+    typedef T gr_v##S##V __attribute__((vector_size(BYTES), aligned(sizeof(T)), may_alias));       \
+    typedef IT gr_m##S##V __attribute__((vector_size(BYTES)));                                     \
+    enum { GR_L##S##V = BYTES / sizeof(T) };                                                        \
+                                                                                                    \
+    ATTR static inline int gr_any_##S##V(gr_m##S##V x) {                                           \
+        IT r = 0;                                                                                   \
+        for (int l = 0; l < GR_L##S##V; l++) r |= x[l];                                             \
+        return r != 0;                                                                              \
+    }                                                                                               \
+                                                                                                    \
+    typedef struct {                                                                                \
+        gr_v##S##V min, max; gr_m##S##V nan; gr_m##S##V count[GR_CHUNK];                           \
+        T hi[GR_CHUNK], lo[GR_CHUNK]; T lowest; T heap_min;                                         \
+    } gr_state##S##V;                                                                               \
+                                                                                                    \
+    /* item j (filter score s) by its exact score: its count, less what the filter counted */      \
+    ATTR static void gr_resolve_##S##V(gr_pass* p, const gr_state##S##V* st, int64_t j, T s) {     \
+        int64_t c = gpureco_count_outranking(p->ts, p->keys, p->m, gr_exact_##S(p->model, j),      \
+                                             gpureco_tie_key(p->seed, p->user, j, p->noise));       \
+        for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (s > st->hi[g]);   \
+    }                                                                                               \
+                                                                                                    \
+    /* one vector of scores s, items base .. base + GR_L - 1 (`valid` lanes only, unless full) */  \
+    ATTR static inline __attribute__((always_inline)) void gr_step_##S##V(gr_pass* p,              \
+            gr_state##S##V* st, gr_v##S##V s, gr_m##S##V valid, int full, int64_t base) {           \
+        if (p->stats) {                                                                             \
+            gr_m##S##V lt = s < st->min, gt = s > st->max;                                          \
+            st->min = (gr_v##S##V)(((gr_m##S##V)s & lt) | ((gr_m##S##V)st->min & ~lt));             \
+            st->max = (gr_v##S##V)(((gr_m##S##V)s & gt) | ((gr_m##S##V)st->max & ~gt));             \
+            st->nan |= s != s;                                                                      \
+        }                                                                                           \
+        if (p->heap_k) {                                                                            \
+            gr_m##S##V up = s > st->heap_min;                                                       \
+            if (!full) up &= valid;                                                                 \
+            if (gr_any_##S##V(up)) {                                                                \
+                for (int l = 0; l < GR_L##S##V; l++)                                                \
+                    if (up[l] && s[l] > p->heap[0]) gr_heap_replace(p->heap, p->heap_k, s[l]);      \
+                st->heap_min = (T)p->heap[0];                                                       \
+            }                                                                                       \
+        }                                                                                           \
+        if (p->n) {                                                                                 \
+            gr_m##S##V odd = p->careful ? (s - s) != 0 : (gr_m##S##V){0};  /* NaN or infinite */    \
+            gr_m##S##V near = (s >= st->lowest) | odd;                                              \
+            if (!full) near &= valid;                                                               \
+            if (gr_any_##S##V(near)) {                                                              \
+                gr_m##S##V unsure = odd;                                                            \
+                for (int g = 0; g < GR_CHUNK; g++) {                                                \
+                    gr_m##S##V above = s > st->hi[g];                                               \
+                    if (!full) above &= valid;                                                      \
+                    st->count[g] -= above;                                                          \
+                    unsure |= (s >= st->lo[g]) & ~above;                                            \
+                }                                                                                   \
+                if (!full) unsure &= valid;                                                         \
+                if (gr_any_##S##V(unsure))                                                          \
+                    for (int l = 0; l < GR_L##S##V; l++)                                            \
+                        if (unsure[l]) gr_resolve_##S##V(p, st, base + l, s[l]);                    \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    /* One pass over row[0 .. n_items) less the sorted, disjoint train and test indices. */        \
+    ATTR static void gr_pass_##S##V(gr_pass* p, const T* row, int64_t n_items,                     \
+            const int32_t* train, int64_t n_train, const int32_t* test, int64_t n_test) {           \
+        gr_state##S##V st;                                                                          \
+        gr_m##S##V all = (gr_m##S##V){0} == 0, lane;                                                \
+        int64_t t = 0, u = 0, start = 0, stop, j, left;                                             \
+        T tail[GR_L##S##V];                                                                         \
+        for (int l = 0; l < GR_L##S##V; l++) lane[l] = l;                                           \
+        st.min = (gr_v##S##V){0} + (T)INFINITY; st.max = (gr_v##S##V){0} - (T)INFINITY;             \
+        st.nan = (gr_m##S##V){0};                                                                   \
+        st.heap_min = p->heap_k ? (T)p->heap[0] : (T)INFINITY;                                      \
+        for (int g = 0; g < GR_CHUNK; g++) {  /* s > hi[g] exactly when s > ts + tol, and so on */  \
+            st.count[g] = (gr_m##S##V){0};                                                          \
+            p->above[g] = 0;                                                                        \
+            st.hi[g] = st.lo[g] = (T)INFINITY;                                                      \
+            if (g < p->n) {                                                                         \
+                double hi = p->ts[p->first + g] + p->tol, lo = p->ts[p->first + g] - p->tol;        \
+                st.hi[g] = (T)hi; st.lo[g] = (T)lo;                                                 \
+                if ((double)st.hi[g] > hi) st.hi[g] = NEXT(st.hi[g], -(T)INFINITY);                 \
+                if ((double)st.lo[g] < lo) st.lo[g] = NEXT(st.lo[g], (T)INFINITY);                  \
+            }                                                                                       \
+        }                                                                                           \
+        st.lowest = p->n ? st.lo[p->n - 1] : (T)INFINITY;                                           \
+        for (;;) {                                                                                  \
+            stop = n_items;                                                                         \
+            if (t < n_train && train[t] < stop) stop = train[t];                                    \
+            if (u < n_test && test[u] < stop) stop = test[u];                                       \
+            for (j = start; j + GR_L##S##V <= stop; j += GR_L##S##V)                                \
+                gr_step_##S##V(p, &st, *(const gr_v##S##V*)(row + j), all, 1, j);                   \
+            left = stop - j;                                                                        \
+            if (left > 0) {  /* the lanes past the segment repeat its first item, and are masked */ \
+                for (int l = 0; l < GR_L##S##V; l++) tail[l] = row[j + (l < left ? l : 0)];         \
+                gr_step_##S##V(p, &st, *(const gr_v##S##V*)tail, lane < (IT)left, 0, j);            \
+            }                                                                                       \
+            if (stop == n_items) break;                                                             \
+            if (t < n_train && train[t] == stop) t++;                                               \
+            if (u < n_test && test[u] == stop) u++;                                                 \
+            start = stop + 1;                                                                       \
+        }                                                                                           \
+        for (int g = 0; g < GR_CHUNK; g++)                                                          \
+            for (int l = 0; l < GR_L##S##V; l++) p->above[g] += st.count[g][l];                     \
+        p->min = INFINITY; p->max = -INFINITY; p->nan = 0;                                          \
+        for (int l = 0; l < GR_L##S##V; l++) {                                                      \
+            p->min = st.min[l] < p->min ? st.min[l] : p->min;                                       \
+            p->max = st.max[l] > p->max ? st.max[l] : p->max;                                       \
+            p->nan |= st.nan[l] != 0;                                                               \
+        }                                                                                           \
+    }
+
+    GR_DEFINE_EXACT(float, f32)
+    GR_DEFINE_EXACT(double, f64)
+    /* 16-byte vectors everywhere (SSE2, NEON); 32-byte ones where the CPU has AVX2 (x86-64) */
+    GR_DEFINE_PASS(float, f32, _16, int32_t, nextafterf, 16, )
+    GR_DEFINE_PASS(double, f64, _16, int64_t, nextafter, 16, )
+    #if defined(__GNUC__) && defined(__x86_64__)
+    GR_DEFINE_PASS(float, f32, _32, int32_t, nextafterf, 32, __attribute__((target("avx2"))))
+    GR_DEFINE_PASS(double, f64, _32, int64_t, nextafter, 32, __attribute__((target("avx2"))))
+    static int gr_avx2(void) {
+        static int known = 0, has = 0;  /* a race between threads writes the same values */
+        if (!known) { __builtin_cpu_init(); has = __builtin_cpu_supports("avx2"); known = 1; }
+        return has;
+    }
+    #define GR_PASS(S) (gr_avx2() ? gr_pass_##S##_32 : gr_pass_##S##_16)
+    #else
+    #define GR_PASS(S) gr_pass_##S##_16
+    #endif
+    static void gr_pass_f32(gr_pass* p, const float* row, int64_t n_items, const int32_t* train,
+                            int64_t n_train, const int32_t* test, int64_t n_test) {
+        GR_PASS(f32)(p, row, n_items, train, n_train, test, n_test);
+    }
+    static void gr_pass_f64(gr_pass* p, const double* row, int64_t n_items, const int32_t* train,
+                            int64_t n_train, const int32_t* test, int64_t n_test) {
+        GR_PASS(f64)(p, row, n_items, train, n_train, test, n_test);
+    }
     """
     uint64_t gpureco_tie_key(uint64_t seed, uint64_t user, uint64_t item, int noise) noexcept nogil
-    int64_t gpureco_count_above(const double* scores, int64_t m, double s) noexcept nogil
-    int64_t gpureco_count_outranking(const double* scores, const uint64_t* keys, int64_t m,
-                                     double s, uint64_t key) noexcept nogil
+    enum: GR_CHUNK
+    ctypedef struct gr_model:
+        const void* a
+        const void* B
+        int64_t n_factors
+        const double* bias
+        const void* given
+        int zero
+    ctypedef struct gr_pass:
+        const gr_model* model
+        const double* ts
+        const uint64_t* keys
+        int64_t m
+        uint64_t seed, user
+        int noise
+        double tol
+        int stats
+        double min, max
+        int nan
+        int64_t heap_k
+        double* heap
+        int64_t first, n
+        int careful
+        int64_t above[GR_CHUNK]
+    void gr_heap_replace(double* heap, int64_t k, double v) noexcept nogil
+    double gr_exact_f32(const gr_model* md, int64_t j) noexcept nogil
+    double gr_exact_f64(const gr_model* md, int64_t j) noexcept nogil
+    void gr_pass_f32(gr_pass* p, const float* row, int64_t n_items, const int32_t* train, int64_t n_train,
+                     const int32_t* test, int64_t n_test) noexcept nogil
+    void gr_pass_f64(gr_pass* p, const double* row, int64_t n_items, const int32_t* train, int64_t n_train,
+                     const int32_t* test, int64_t n_test) noexcept nogil
+    void gr_exact_stats_f32(const gr_model* md, int64_t n_items, const int32_t* train, int64_t n_train,
+                            double* mn, double* mx, int* nan) noexcept nogil
+    void gr_exact_stats_f64(const gr_model* md, int64_t n_items, const int32_t* train, int64_t n_train,
+                            double* mn, double* mx, int* nan) noexcept nogil
 
 ctypedef fused factor_t:
     float
@@ -77,32 +323,24 @@ ctypedef struct Scratch:  # per-thread buffers
     TestEntry* tests  # max_test
     double* scores  # max_test: the test items' exact scores, best first
     uint64_t* keys  # max_test: their tie keys
-    int64_t* cnt  # max_test + 1
+    int64_t* above  # max_test: per test item, the other pool items above it
     double* heap  # max_rank: the K largest filter scores
 
-ctypedef struct Model:  # what an exact score needs, for one user
-    const void* a  # the user's factors (factor_t)
-    const void* B  # all item factors (factor_t), row-major
-    int64_t n_factors
-    const double* bias
-    int has_bias
-    const void* given  # the user's given scores (factor_t), when the scores are the input
+
+cdef inline double exact_score(const gr_model* model, int64_t item, factor_t dtype_tag) noexcept nogil:
+    """The definition of a score (gr_exact: the products in order f = 0 .. F-1, plus the bias)."""
+    if factor_t is float:
+        return gr_exact_f32(model, item)
+    else:
+        return gr_exact_f64(model, item)
 
 
-cdef inline double exact_score(const Model* model, int64_t item, factor_t dtype_tag) noexcept nogil:
-    """The definition of a score: float64 products summed in order f = 0 .. F-1, plus the bias
-    (built with -ffp-contract=off: no fused multiply-add changes the rounding)."""
-    if model.given != NULL:
-        return <double>(<const factor_t*>model.given)[item]
-    cdef const factor_t* a = <const factor_t*>model.a
-    cdef const factor_t* b = <const factor_t*>model.B + item * model.n_factors
-    cdef double acc = 0.0
-    cdef int64_t f
-    for f in range(model.n_factors):
-        acc = acc + <double>a[f] * <double>b[f]
-    if model.has_bias:
-        return acc + model.bias[item]
-    return acc
+cdef inline void one_pass(gr_pass* p, const factor_t* row, int64_t n_items, const int32_t* train, int64_t n_train,
+                          const int32_t* test, int64_t n_test) noexcept nogil:
+    if factor_t is float:
+        gr_pass_f32(p, row, n_items, train, n_train, test, n_test)
+    else:
+        gr_pass_f64(p, row, n_items, train, n_train, test, n_test)
 
 
 cdef int outranks_cmp(const void* x_, const void* y_) noexcept nogil:
@@ -119,231 +357,163 @@ cdef int outranks_cmp(const void* x_, const void* y_) noexcept nogil:
     return 0
 
 
-cdef void heap_sift_down(double* heap, int64_t n, int64_t i) noexcept nogil:
-    """Restore the min-heap property below position i."""
-    cdef int64_t child
-    cdef double v = heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] >= v:
-            break
-        heap[i] = heap[child]
-        i = child
-    heap[i] = v
-
-
-cdef double kth_largest(const factor_t* row, int64_t n_items, const int32_t* train_idx, int64_t n_train,
-                        int64_t k, double* heap) noexcept nogil:
-    """The k-th largest filter score of the pool (k <= pool size)."""
-    cdef int64_t t, j, start = 0, stop, kept = 0, i
-    cdef double s
-    for t in range(n_train + 1):
-        stop = train_idx[t] if t < n_train else n_items
-        for j in range(start, stop):
-            s = row[j]
-            if kept < k:
-                heap[kept] = s
-                kept += 1
-                if kept == k:
-                    i = k // 2
-                    while i > 0:
-                        i -= 1
-                        heap_sift_down(heap, k, i)
-            elif s > heap[0]:
-                heap[0] = s
-                heap_sift_down(heap, k, 0)
-        start = stop + 1
-    return heap[0]
-
-
-cdef void count_ranks(const factor_t* row, int64_t n_items, const int32_t* train_idx, int64_t n_train,
-                      const Model* model, double tol, uint64_t seed, uint64_t user, int noise,
-                      Scratch* w, int64_t n_ranked) noexcept nogil:
-    """cnt[c] = #{pool items below exactly c of the n_ranked best test items} (c < n_ranked)."""
-    cdef int64_t t, j, start = 0, stop, c, i
-    cdef double s, worst = w.scores[n_ranked - 1] - tol
-    cdef double* ts = w.scores
-    for i in range(n_ranked + 1):
-        w.cnt[i] = 0
-    for t in range(n_train + 1):
-        stop = train_idx[t] if t < n_train else n_items
-        for j in range(start, stop):
-            s = row[j]
-            if not isfinite(s):  # the filter overflowed (or inf - inf): only the exact score knows
-                c = gpureco_count_outranking(ts, w.keys, n_ranked, exact_score(model, j, row[0]),
-                                             gpureco_tie_key(seed, user, j, noise))
-                w.cnt[c] += 1
-                continue
-            if s < worst:
-                continue  # below every ranked test item, whatever the rounding
-            c = gpureco_count_above(ts, n_ranked, s)
-            if (c > 0 and ts[c - 1] <= s + tol) or (c < n_ranked and ts[c] >= s - tol):
-                # a test item lies within the filter's error: decide with the exact score
-                c = gpureco_count_outranking(ts, w.keys, n_ranked, exact_score(model, j, row[0]),
-                                             gpureco_tie_key(seed, user, j, noise))
-            w.cnt[c] += 1
-        start = stop + 1
-
-
-cdef void exact_pool_stats(int64_t n_items, const int32_t* train_idx, int64_t n_train, const Model* model,
-                           factor_t dtype_tag, double* mn, double* mx, int* has_nan) noexcept nogil:
-    cdef int64_t t, j, start = 0, stop
-    cdef double v
-    mn[0] = INFINITY
-    mx[0] = -INFINITY
-    has_nan[0] = 0
-    for t in range(n_train + 1):
-        stop = train_idx[t] if t < n_train else n_items
-        for j in range(start, stop):
-            v = exact_score(model, j, dtype_tag)
-            mn[0] = v if v < mn[0] else mn[0]
-            mx[0] = v if v > mx[0] else mx[0]
-            has_nan[0] |= isnan(v)
-        start = stop + 1
-
-
 cdef void rank_one_user(const factor_t* row, int64_t n_items,
                         const int32_t* train_idx, int64_t n_train,
                         const int32_t* test_idx, int64_t n_test, int64_t first_entry,
-                        const Model* model, double tol, uint64_t seed, uint64_t user, int noise,
-                        int64_t max_rank, Scratch* w, int64_t* ranks,
+                        gr_pass* p, bint given, int64_t max_rank, Scratch* w, int64_t* ranks,
                         double* pool_min, double* pool_max, uint8_t* nonfinite) noexcept nogil:
-    cdef int64_t t, j, start, stop, i, n_ranked, running
-    cdef double v, mn = INFINITY, mx = -INFINITY, tau
-    cdef int has_nan = 0
-    cdef bint filter_finite
+    cdef int64_t i, n_ranked, counted
+    cdef double v, mn, mx
+    cdef int has_nan
+    cdef bint filter_finite, top_k = 0 < max_rank < n_items - n_train
 
-    # pool statistics from the filter; confirmed with exact scores where they could differ
-    start = 0
-    for t in range(n_train + 1):
-        stop = train_idx[t] if t < n_train else n_items
-        for j in range(start, stop):
-            v = row[j]
-            mn = v if v < mn else mn
-            mx = v if v > mx else mx
-            has_nan |= (v != v)
-        start = stop + 1
+    for i in range(n_test):
+        w.tests[i].score = exact_score(p.model, test_idx[i], row[0])
+        w.tests[i].key = gpureco_tie_key(p.seed, p.user, test_idx[i], p.noise)
+        w.tests[i].entry = first_entry + i
+    qsort(w.tests, n_test, sizeof(TestEntry), outranks_cmp)
+    for i in range(n_test):
+        w.scores[i] = w.tests[i].score
+        w.keys[i] = w.tests[i].key
+    p.ts, p.keys, p.m = w.scores, w.keys, n_test
+
+    # first pass: the pool statistics, with the heap of the K largest scores or the first test items counted
+    p.stats, p.careful, p.first = 1, 0, 0
+    p.heap_k = max_rank if top_k else 0
+    for i in range(p.heap_k):
+        w.heap[i] = -INFINITY
+    p.n = 0 if top_k else min(n_test, <int64_t>GR_CHUNK)
+    one_pass(p, row, n_items, train_idx, n_train, test_idx, n_test)
+    mn, mx, has_nan = p.min, p.max, p.nan
+    for i in range(n_test):  # the test items are pool items too
+        v = row[test_idx[i]]
+        mn = v if v < mn else mn
+        mx = v if v > mx else mx
+        has_nan |= v != v
+        if top_k and v > w.heap[0]:
+            gr_heap_replace(w.heap, max_rank, v)
     filter_finite = not (has_nan or isinf(mn) or isinf(mx))
-    if not filter_finite or not (mx - mn > 2.0 * tol):
-        exact_pool_stats(n_items, train_idx, n_train, model, row[0], &mn, &mx, &has_nan)
+    # given scores are the defined scores; the filter's statistics are confirmed where they could differ
+    if not given and (not filter_finite or not (mx - mn > 2.0 * p.tol)):
+        if factor_t is float:
+            gr_exact_stats_f32(p.model, n_items, train_idx, n_train, &mn, &mx, &has_nan)
+        else:
+            gr_exact_stats_f64(p.model, n_items, train_idx, n_train, &mn, &mx, &has_nan)
     pool_min[0] = mn
     pool_max[0] = mx
     nonfinite[0] = has_nan or isinf(mn) or isinf(mx)
     if nonfinite[0] or n_test == 0 or mn == mx:
         return  # NaN rule 4 or 5 (or nothing to rank): the ranks are not used
 
-    for i in range(n_test):
-        w.tests[i].score = exact_score(model, test_idx[i], row[0])
-        w.tests[i].key = gpureco_tie_key(seed, user, test_idx[i], noise)
-        w.tests[i].entry = first_entry + i
-    qsort(w.tests, n_test, sizeof(TestEntry), outranks_cmp)
-    for i in range(n_test):
-        w.scores[i] = w.tests[i].score
-        w.keys[i] = w.tests[i].key
-
-    n_ranked = n_test
-    if 0 < max_rank < n_items - n_train and filter_finite:  # a non-finite filter score bounds nothing
-        tau = kth_largest(row, n_items, train_idx, n_train, max_rank, w.heap) - tol
-        n_ranked = 0  # test items at or above tau - tol; the others have >= K items above
-        while n_ranked < n_test and w.scores[n_ranked] >= tau:
-            n_ranked += 1
+    n_ranked, counted = n_test, 0
+    if top_k:
+        if filter_finite:  # a non-finite filter score bounds nothing
+            n_ranked = 0  # test items at or above tau - tol; the others have >= K items above
+            while n_ranked < n_test and w.scores[n_ranked] >= w.heap[0] - p.tol:
+                n_ranked += 1
         for i in range(n_ranked, n_test):
             ranks[w.tests[i].entry] = max_rank + 1
-        if n_ranked == 0:
-            return
-    count_ranks(row, n_items, train_idx, n_train, model, tol, seed, user, noise, w, n_ranked)
-    running = 0
+    elif filter_finite:
+        counted = p.n
+        for i in range(counted):
+            w.above[i] = p.above[i]
+    p.stats, p.heap_k, p.careful = 0, 0, not filter_finite
+    while counted < n_ranked:
+        p.first, p.n = counted, min(<int64_t>GR_CHUNK, n_ranked - counted)
+        one_pass(p, row, n_items, train_idx, n_train, test_idx, n_test)
+        for i in range(p.n):
+            w.above[counted + i] = p.above[i]
+        counted += p.n
     for i in range(n_ranked):
-        running += w.cnt[i]
-        ranks[w.tests[i].entry] = running
+        ranks[w.tests[i].entry] = 1 + i + w.above[i]
 
 
-cdef enum:
-    GROUP = 8  # users transposed together: 32 or 64 bytes of scores per item
-
-
-def rank_test_items(const factor_t[:, ::1] scores_by_item, const factor_t[:, ::1] user_factors,
+def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_factors,
                     const factor_t[:, ::1] item_factors, const double[::1] item_biases, bint has_bias,
-                    const double[::1] tol, const int64_t[::1] users,
+                    bint items_finite, const double[::1] tol, const int64_t[::1] users,
                     const int64_t[::1] train_indptr, const int32_t[::1] train_indices,
                     const int64_t[::1] test_indptr, const int32_t[::1] test_indices,
                     int64_t[::1] ranks, double[::1] pool_min, double[::1] pool_max,
                     uint8_t[::1] nonfinite, uint64_t seed, bint noise, int64_t max_rank,
-                    factor_t[::1] rows_buffer, int64_t col_begin, int64_t col_end, bint given=False):
-    """Rank the test items of users[col_begin:col_end].
+                    int64_t row_begin, int64_t row_end, bint given=False):
+    """Rank the test items of users[row_begin:row_end].
 
-    scores_by_item: the BLAS (filter) scores, n_items x batch; user_factors: batch x F, the
-    batch's rows of A; item_factors: n_items x F; item_biases: n_items float64 (any length
-    if not has_bias); tol: batch, the bound on |filter - exact| of each user. With A = None
-    (a non-personalised model) F is 0, the filter is the biases and tol is 0.
+    scores: the BLAS (filter) scores, batch x n_items; user_factors: batch x F, the batch's
+    rows of A; item_factors: n_items x F; item_biases: n_items float64 (any length if not
+    has_bias); items_finite: every item factor is finite; tol: batch, the bound on
+    |filter - exact| of each user. With A = None (a non-personalised model) F is 0, the
+    filter is the biases and tol is 0.
     max_rank: 0 for exact ranks of every test item; K > 0 when only ranks up to K are needed
     (a test item outside the user's top K then gets K + 1).
-    given: the score block holds the scores themselves (a score matrix or function): they are
+    given: the score rows are the scores themselves (a score matrix or function): they are
     the defined scores (F = 0 factors, tol = 0).
-    Indptr and indices are the whole CSR arrays (indices sorted within rows); results are
-    written at the users' own positions in `ranks` (one per test entry) and in the pool
-    statistics (one per user). rows_buffer: GROUP * n_items values of this thread's own.
-    Runs without the GIL, so threads may share a batch.
+    Indptr and indices are the whole CSR arrays (indices sorted within rows; a user's training
+    and test items disjoint); results are written at the users' own positions in `ranks` (one
+    per test entry) and in the pool statistics (one per user). Runs without the GIL, so threads
+    may share a batch.
     """
-    cdef int64_t c, g, j, u, n_group, n_items = scores_by_item.shape[0]
+    cdef int64_t c, f, u, n_items = scores.shape[1]
     cdef int64_t max_test = 0, n_factors = item_factors.shape[1]
     cdef Scratch w
-    cdef Model model
-    cdef factor_t* rows = &rows_buffer[0]
-    cdef factor_t zero = 0
-    if rows_buffer.shape[0] < GROUP * n_items:
-        raise ValueError("rows_buffer must hold %d values" % (GROUP * n_items))
+    cdef gr_model model
+    cdef gr_pass p
     if item_factors.shape[0] != n_items or user_factors.shape[1] != n_factors:
         raise ValueError("the factors do not match the score block")
     if has_bias and item_biases.shape[0] != n_items:
         raise ValueError("item_biases must have one value per item")
-    for c in range(col_begin, col_end):
+    for c in range(row_begin, row_end):
         u = users[c]
         max_test = max(max_test, test_indptr[u + 1] - test_indptr[u])
-    model.B = &item_factors[0, 0] if n_factors > 0 else NULL
-    model.n_factors = n_factors
-    model.bias = &item_biases[0] if has_bias else NULL
-    model.has_bias = has_bias
-    model.given = NULL
+    model = factor_model(item_factors, item_biases, has_bias)
+    p.model = &model
+    p.seed, p.noise = seed, noise
     with nogil:
         w.tests = <TestEntry*>malloc((max_test + 1) * sizeof(TestEntry))
         w.scores = <double*>malloc((max_test + 1) * sizeof(double))
         w.keys = <uint64_t*>malloc((max_test + 1) * sizeof(uint64_t))
-        w.cnt = <int64_t*>malloc((max_test + 1) * sizeof(int64_t))
+        w.above = <int64_t*>malloc((max_test + 1) * sizeof(int64_t))
         w.heap = <double*>malloc((max_rank + 1) * sizeof(double))
-        if w.tests == NULL or w.scores == NULL or w.keys == NULL or w.cnt == NULL or w.heap == NULL:
+        if w.tests == NULL or w.scores == NULL or w.keys == NULL or w.above == NULL or w.heap == NULL:
             free(w.tests)
             free(w.scores)
             free(w.keys)
-            free(w.cnt)
+            free(w.above)
             free(w.heap)
             with gil:
                 raise MemoryError("gpureco: no memory for the ranking buffers (%d test items)" % max_test)
-        c = col_begin
-        while c < col_end:
-            n_group = min(GROUP, col_end - c)
-            for j in range(n_items):  # transpose a cache line's worth of users
-                for g in range(n_group):
-                    rows[g * n_items + j] = scores_by_item[j, c + g]
-            for g in range(n_group):
-                u = users[c + g]
-                model.a = &user_factors[c + g, 0] if n_factors > 0 else NULL
-                model.given = rows + g * n_items if given else NULL
-                rank_one_user(rows + g * n_items, n_items,
-                              &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
-                              &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
-                              test_indptr[u], &model, tol[c + g], seed, <uint64_t>u, noise, max_rank,
-                              &w, &ranks[0], &pool_min[u], &pool_max[u], &nonfinite[u])
-            c += GROUP
+        p.heap = w.heap
+        for c in range(row_begin, row_end):
+            u = users[c]
+            model.a = &user_factors[c, 0] if n_factors > 0 else NULL
+            model.given = &scores[c, 0] if given else NULL
+            model.zero = n_factors > 0 and items_finite  # a zero user scores 0 + bias on every item
+            for f in range(n_factors):
+                if user_factors[c, f] != 0:
+                    model.zero = 0
+                    break
+            p.user, p.tol = <uint64_t>u, tol[c]
+            rank_one_user(&scores[c, 0], n_items,
+                          &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
+                          &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
+                          test_indptr[u], &p, given, max_rank,
+                          &w, &ranks[0], &pool_min[u], &pool_max[u], &nonfinite[u])
         free(w.tests)
         free(w.scores)
         free(w.keys)
-        free(w.cnt)
+        free(w.above)
         free(w.heap)
+
+
+cdef gr_model factor_model(const factor_t[:, ::1] item_factors, const double[::1] item_biases, bint has_bias):
+    """The model of exact scores for the item factors and biases (the user's factors set apart)."""
+    cdef gr_model model
+    model.a = NULL
+    model.B = &item_factors[0, 0] if item_factors.shape[1] > 0 and item_factors.shape[0] > 0 else NULL
+    model.n_factors = item_factors.shape[1]
+    model.bias = &item_biases[0] if has_bias else NULL
+    model.given = NULL
+    model.zero = 0
+    return model
 
 
 def exact_scores(const factor_t[:, ::1] user_factors, const factor_t[:, ::1] item_factors,
@@ -353,12 +523,7 @@ def exact_scores(const factor_t[:, ::1] user_factors, const factor_t[:, ::1] ite
     cdef int64_t u, j, n_users = user_factors.shape[0], n_items = item_factors.shape[0]
     out = np.empty((n_users, n_items))
     cdef double[:, ::1] o = out
-    cdef Model model
-    model.B = &item_factors[0, 0] if item_factors.shape[1] > 0 and n_items > 0 else NULL
-    model.n_factors = item_factors.shape[1]
-    model.bias = &item_biases[0] if has_bias else NULL
-    model.has_bias = has_bias
-    model.given = NULL
+    cdef gr_model model = factor_model(item_factors, item_biases, has_bias)
     for u in range(n_users):
         model.a = &user_factors[u, 0] if model.n_factors > 0 else NULL
         for j in range(n_items):
@@ -384,13 +549,8 @@ def pair_scores(const int64_t[::1] users, const int64_t[::1] items, const factor
     cdef int64_t i, n = users.shape[0]
     out = np.empty(n)
     cdef double[::1] o = out
-    cdef Model model
+    cdef gr_model model = factor_model(item_factors, item_biases, has_bias)
     cdef factor_t tag = 0
-    model.B = &item_factors[0, 0] if item_factors.shape[1] > 0 and item_factors.shape[0] > 0 else NULL
-    model.n_factors = item_factors.shape[1]
-    model.bias = &item_biases[0] if has_bias else NULL
-    model.has_bias = has_bias
-    model.given = NULL
     with nogil:
         for i in range(n):
             model.a = &user_factors[users[i], 0] if model.n_factors > 0 else NULL

@@ -44,22 +44,18 @@ class Problem:
         return self.X_test.shape[1]
 
 
-def cpu_plan(n_items, itemsize, nthreads, max_memory=None, batch_size=None):
-    """(users per score block, ranking threads) whose buffers fit in `max_memory` bytes: the
-    block of scores and _cpu.THREAD_ROWS score rows per thread, `itemsize` bytes a score.
-    Fewer threads where the budget needs it; an explicit budget below one user and one thread
-    is an error; the default (DEFAULT_MAX_MEMORY) grows to that minimum for huge catalogues.
-    `batch_size`, when given, is taken as it is."""
+def cpu_plan(n_items, itemsize, max_memory=None, batch_size=None):
+    """Users per CPU score block: as many rows of `itemsize`-byte scores as fit in `max_memory`
+    bytes (the ranking threads read the block's rows in place, with no rows of their own). An
+    explicit budget below one user's row is an error; the default (DEFAULT_MAX_MEMORY) grows to
+    that minimum for huge catalogues. `batch_size`, when given, is taken as it is."""
     row_bytes = max(1, n_items * itemsize)
-    minimum = (_cpu.THREAD_ROWS + 1) * row_bytes
     if max_memory is None:
-        max_memory = max(DEFAULT_MAX_MEMORY, minimum)
-    elif max_memory < minimum:
-        raise ValueError(f"'max_memory' must be at least {minimum} bytes for {n_items} items ({_cpu.THREAD_ROWS + 1} "
-                         f"rows of {itemsize}-byte scores: one user's and the ranking thread's); got {max_memory}.")
-    fit = max_memory // row_bytes
-    nthreads = max(1, min(nthreads, (fit - 1) // _cpu.THREAD_ROWS))
-    return (batch_size if batch_size is not None else max(1, fit - nthreads * _cpu.THREAD_ROWS)), nthreads
+        max_memory = max(DEFAULT_MAX_MEMORY, row_bytes)
+    elif max_memory < row_bytes:
+        raise ValueError(f"'max_memory' must be at least {row_bytes} bytes for {n_items} items (one user's row of "
+                         f"{itemsize}-byte scores); got {max_memory}.")
+    return batch_size if batch_size is not None else max_memory // row_bytes
 
 
 def on_device(problem):
@@ -114,12 +110,12 @@ def _evaluate(problem, request, rows=None):
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         ranking = _gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
     else:
-        # given scores: float64 rows and their transposed copy
+        # given scores: the caller's rows and their float64 conversion
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
-        batch_size, nthreads = cpu_plan(problem.n_items, itemsize, request.nthreads, max_memory, request.batch_size)
+        batch_size = cpu_plan(problem.n_items, itemsize, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-        ranking = _cpu.rank_users(problem, users, batch_size, nthreads, max_rank)
+        ranking = _cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank)
     # integers from here on: the metrics are computed on the host, in one defined order
     nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
     pool_min, pool_max = host_array(ranking.pool_min)[rows], host_array(ranking.pool_max)[rows]

@@ -23,20 +23,30 @@ _CHUNK_BYTES = 4 << 20  # temporaries of `magnitudes`: a few chunks of this size
 
 
 def _finite_abs_max(xp, X):
-    """max over the rows of X of |X| where finite (0 where none), column by column for a 2-d X,
-    computed a chunk of rows at a time (the maximum does not depend on the order)."""
+    """(max over the rows of X of |X| where finite (0 where none), column by column for a 2-d X;
+    whether every value is finite), computed a chunk of rows at a time (neither depends on the
+    order)."""
     out = xp.zeros(X.shape[1:], dtype=xp.float64)
+    finite = True
     rows = max(1, _CHUNK_BYTES // max(1, X[:1].nbytes))
     for begin in range(0, X.shape[0], rows):
         part = X[begin: begin + rows]  # (CuPy's max takes no `initial`: the zeros above stand in)
-        out = xp.maximum(out, xp.where(xp.isfinite(part), xp.abs(part), 0).max(axis=0).astype(xp.float64))
-    return out
+        ok = xp.isfinite(part)
+        finite = finite and bool(ok.all())
+        out = xp.maximum(out, xp.where(ok, xp.abs(part), 0).max(axis=0).astype(xp.float64))
+    return out, finite
 
 
 def magnitudes(B, biases):
     """Per factor, max_j |B[j, f]|, and max_j |bias_j|, over finite values (float64)."""
+    return checked_magnitudes(B, biases)[:2]
+
+
+def checked_magnitudes(B, biases):
+    """magnitudes(B, biases), and whether every item factor is finite."""
     xp = array_module(B, biases)
-    return _finite_abs_max(xp, B), float(_finite_abs_max(xp, biases))
+    item_abs_max, items_finite = _finite_abs_max(xp, B)
+    return item_abs_max, float(_finite_abs_max(xp, biases)[0]), items_finite
 
 
 def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False):

@@ -1,0 +1,120 @@
+"""The CPU kernel's fast paths give the numbers of the slow reference: the vector pass
+(counting GR_CHUNK test items at a time, the masked tail of each segment), users whose factors
+are all zero, constant rows of given scores, overflowing filter scores; and the score-block
+plan (the ranking threads hold no rows of their own)."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gpureco
+from gpureco.engine import _engine
+from reference import defined_scores, reference_metrics
+
+ALL = dict(all_metrics=True)
+
+
+def _problem(rng, n_users, n_items, n_factors, n_train, n_test, dtype=np.float32):
+    A = rng.standard_normal((n_users, n_factors)).astype(dtype)
+    B = rng.standard_normal((n_items, n_factors)).astype(dtype)
+    rows, train, test = [], [], []
+    for u in range(n_users):
+        items = rng.permutation(n_items)[: n_train + n_test]
+        train.append(items[:n_train])
+        test.append(items[n_train:])
+    def csr(parts):
+        r = np.repeat(np.arange(n_users), [len(p) for p in parts])
+        X = sp.csr_array((np.ones(r.size), (r, np.concatenate(parts))), shape=(n_users, n_items))
+        X.sort_indices()
+        return X
+    return csr(train), csr(test), A, B
+
+
+def _same(got, want):
+    assert list(got.columns) == list(want.columns)
+    for column in got:
+        np.testing.assert_array_equal(got[column].to_numpy(), want[column].to_numpy(), err_msg=column)
+
+
+def _as_reference(X_train, X_test, A, B, k, item_biases=None, **metrics):
+    """The engine against the slow reference (tests/reference.py), every metric it computed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rule 5 where every score is equal
+        got = gpureco.calc_reco_metrics(X_train, X_test, A, B, item_biases=item_biases, k=k, device="cpu",
+                                        nthreads=2, **metrics)
+    want = reference_metrics(X_train.toarray(), X_test.toarray(), defined_scores(A, B, item_biases), k)
+    for column in got:
+        name = column.split("@")[0] + ("@K" if "@" in column else "")
+        np.testing.assert_allclose(got[column].to_numpy(), want[name], rtol=1e-12, atol=1e-15, equal_nan=True,
+                                   err_msg=column)
+    return got
+
+
+@pytest.mark.parametrize("n_test", [1, 7, 8, 9, 17, 40])  # below, at and past a chunk of 8 test items
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_vector_pass_for_any_number_of_test_items(rng, n_test, dtype):
+    X_train, X_test, A, B = _problem(rng, 12, 301, 5, 23, n_test, dtype)  # segments of every length mod 8
+    for metrics in (ALL, dict()):
+        got = _as_reference(X_train, X_test, A, B, 5, **metrics)
+        # any batch gives the same numbers
+        _same(gpureco.calc_reco_metrics(X_train, X_test, A, B, k=5, device="cpu", batch_size=5, **metrics), got)
+
+
+def test_near_ties_are_settled_by_the_defined_score(rng):
+    """Items whose scores differ by less than the filter's error: every comparison goes exact."""
+    X_train, X_test, A, B = _problem(rng, 10, 400, 3, 10, 12)
+    B = np.repeat(B[:20], 20, axis=0) * (1 + 1e-7 * rng.standard_normal((400, 1))).astype(np.float32)
+    _as_reference(X_train, X_test, A, B, 10, **ALL)
+
+
+@pytest.mark.parametrize("biases", [False, True])
+def test_users_with_zero_factors(rng, biases):
+    X_train, X_test, A, B = _problem(rng, 20, 150, 4, 5, 6)
+    A[::2] = 0
+    A[1::4] = -0.0
+    item_biases = rng.standard_normal(150) if biases else None
+    got = _as_reference(X_train, X_test, A, B, 5, item_biases, **ALL)
+    assert np.isnan(got["ROC_AUC"].to_numpy()[::2]).all() != biases
+
+
+def test_a_zero_user_with_a_non_finite_item_factor_scores_nan(rng):
+    """0 * inf is NaN: the shortcut for zero users holds only where every item factor is finite."""
+    X_train, X_test, A, B = _problem(rng, 6, 50, 3, 4, 3)
+    A[0] = 0
+    B[7, 1] = np.inf
+    got = _as_reference(X_train, X_test, A, B, 5, **ALL)
+    assert np.isnan(got.to_numpy()[0]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_constant_and_tied_rows_of_given_scores(rng, dtype):
+    X_train, X_test, _, _ = _problem(rng, 9, 120, 1, 5, 4)
+    scores = rng.integers(0, 4, size=(9, 120)).astype(dtype)  # many ties
+    scores[3] = 2.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = gpureco.evaluate(scores, X_test, X_train, metrics=["P", "NDCG", "ROC_AUC", "PR_AUC"], k=5, device="cpu")
+        as64 = gpureco.evaluate(scores.astype(np.float64), X_test, X_train, metrics=["P", "NDCG", "ROC_AUC", "PR_AUC"],
+                                k=5, device="cpu")
+        by_function = gpureco.evaluate(lambda users: scores[users], X_test, X_train,
+                                       metrics=["P", "NDCG", "ROC_AUC", "PR_AUC"], k=5, device="cpu")
+    _same(got, as64)
+    _same(got, by_function)
+    assert np.isnan(got.to_numpy()[3]).all()
+
+
+def test_the_plan_fills_the_budget_with_rows():
+    row = 200_000 * 4
+    assert _engine.cpu_plan(200_000, 4, 100 * row) == 100
+    assert _engine.cpu_plan(200_000, 4, 100 * row + row - 1) == 100
+    assert _engine.cpu_plan(200_000, 4, 100 * row, batch_size=3) == 3
+    assert _engine.cpu_plan(200_000, 4) == _engine.DEFAULT_MAX_MEMORY // row
+    with pytest.raises(ValueError, match=r"'max_memory' must be at least 800000 bytes for 200000 items \(one user's "
+                                         r"row of 4-byte scores\); got 799999"):
+        _engine.cpu_plan(200_000, 4, row - 1)
+
+
+def test_the_default_budget_grows_for_huge_catalogues(monkeypatch):
+    monkeypatch.setattr(_engine, "DEFAULT_MAX_MEMORY", 1000)  # as if the catalogue were huge
+    assert _engine.cpu_plan(200_000, 4) == 1
