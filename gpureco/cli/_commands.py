@@ -406,7 +406,7 @@ def _recometrics_parts(mode, split, ids):
     if mode == "all":
         parts = {"train": (split[0], None), "test": (split[1], None)}
     elif mode == "separated":
-        X_train, X_test, X_rem, test_users = split
+        X_rem, X_train, X_test, test_users = split
         rest = np.setdiff1d(np.arange(X_train.shape[0] + X_rem.shape[0]), test_users)
         parts = {"train": (X_train, test_users), "test": (X_test, test_users), "rest": (X_rem, rest)}
     else:
