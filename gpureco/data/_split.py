@@ -17,8 +17,9 @@ def _n_test_items(nnz, items_test_fraction):
 
 
 def _eligible(nnz, n_test, n_items, min_items_pool, min_pos_test, consider_cold_start):
-    """Users whose split honours every minimum (recometrics' criteria for test users)."""
-    return ((nnz > 0) & (n_test >= max(1, min_pos_test)) & (n_items - (nnz - n_test) >= min_items_pool)
+    """Users whose split honours every minimum (recometrics' criteria for test users; with
+    min_pos_test=0, a user whose share of test items rounds to 0 is a test user too)."""
+    return ((nnz > 0) & (n_test >= min_pos_test) & (n_items - (nnz - n_test) >= min_items_pool)
             & (consider_cold_start | (n_test < nnz)) & (nnz + 1 < n_items))
 
 
@@ -47,21 +48,25 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
     """Split implicit-feedback data into train and test sets, as recometrics does.
 
     Each test user's stored entries are split at random: round(nnz * items_test_fraction)
-    of them (halves rounded up) go to the test set, the rest to the training set.
+    of them (halves rounded up) go to the test set, the rest to the training set. The
+    outputs, their order and their types are those of recometrics' code (0.1.6), which its
+    docstring describes otherwise for "separated": code that unpacks recometrics' result
+    unpacks gpureco's the same way.
 
     Parameters
     ----------
     X : sparse matrix or array-like of shape (n_users, n_items)
         Interactions; float32 values are kept, other types become float64. Not modified.
     split_type : {"all", "separated", "joined"}, default="separated"
-        "all": split every user (outputs keep X's rows; a user that would break a minimum
-        below keeps all its items in training and gets an empty test row).
+        "all": split every user (outputs keep X's rows); the minimums below do not apply, as
+        in recometrics (a user with one item and items_test_fraction >= 0.5 has it in test).
         "separated": choose test users at random among those that meet the minimums and
         split only them; the other users' rows are returned untouched in X_rem.
         "joined": as "separated", but X_train is the test users' training rows followed by
         the remaining users' rows.
     users_test_fraction : float in (0, 1), or None, default=0.1
-        Fraction of users to test (at least 1, at most max_test_users); None: take
+        Fraction of users to test: round(n_users * fraction), halves to even as Python's
+        round (recometrics), at least 1, at most max_test_users; None: take
         max_test_users. Ignored for "all".
     max_test_users : int or None, default=10000
         Cap on the number of test users (None or 0: no cap). Ignored for "all".
@@ -69,22 +74,35 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
     min_items_pool : int, default=2
         A test user keeps at least this many items outside its training set.
     min_pos_test : int, default=1
-        A test user gets at least max(1, min_pos_test) test items.
+        A test user gets at least this many test items; with 0, a user with interactions
+        whose share rounds to no test item may be a test user (with an empty test row).
     consider_cold_start : bool, default=False
         Allow test users whose every item goes to test (no training items).
     seed : int, default=1
 
     Returns
     -------
-    "all": (X_train, X_test); "separated": (X_train, X_test, X_rem, users_test);
+    "all": (X_train, X_test); "separated": (X_rem, X_train, X_test, users_test);
     "joined": (X_train, X_test, users_test). Sparse ``csr_array`` matrices with sorted
-    indices; users_test is the sorted int64 array of the test users' rows in X, which are the
-    rows of X_test (and the first rows of X_train with "joined"); X_rem keeps the other
-    users in their original order.
+    indices; users_test is the sorted int32 array of the test users' rows in X, which are the
+    rows of X_train and X_test ("separated"; with "joined", the first rows of X_train);
+    X_rem keeps the other users in their original order.
 
-    Besides the minimums, a test user also needs at least two items outside its row of X,
-    as in recometrics. The random choices differ from recometrics' (another generator), so
-    the same seed gives a split of the same kind, not the same split.
+    Notes
+    -----
+    As recometrics: besides the minimums, a test user also needs at least two items outside
+    its row of X. Unlike recometrics: the random choices come from another generator, so
+    the same seed gives a split of the same kind, not the same split; X is never modified
+    (recometrics sorts its indices in place); every argument error is a ValueError or
+    TypeError that names the argument (recometrics asserts).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, gpureco
+    >>> X = sp.random(100, 50, density=0.2, format="csr", random_state=1)
+    >>> X_rem, X_train, X_test, users_test = gpureco.split_reco_train_test(X, users_test_fraction=0.1)
+    >>> X_rem.shape, X_train.shape, X_test.shape, users_test.dtype
+    ((90, 50), (10, 50), (10, 50), dtype('int32'))
     """
     split_type = v.check_choice(split_type, "split_type", SPLIT_TYPES)
     items_test_fraction = v.check_fraction(items_test_fraction, "items_test_fraction")
@@ -109,7 +127,7 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
     n_test = _n_test_items(nnz, items_test_fraction)
     eligible = _eligible(nnz, n_test, n_items, min_items_pool, min_pos_test, bool(consider_cold_start))
     if split_type == "all":
-        return _split_rows(X, np.where(eligible, n_test, 0), rng)
+        return _split_rows(X, n_test, rng)
 
     if n_users < 2:
         raise ValueError(f"'X' must have at least 2 rows for split_type={split_type!r}; got {n_users}.")
@@ -122,16 +140,16 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
         n_take = n_users * users_test_fraction
         if n_take < 1:
             warnings.warn("'users_test_fraction' implies less than one test user; taking 1.", stacklevel=2)
-        n_take = min(max(1, int(np.floor(n_take + 0.5))), cap)
+        n_take = min(max(1, round(n_take)), cap)  # Python's round, halves to even: recometrics
     shuffled = rng.permutation(n_users)
     candidates = shuffled[eligible[shuffled]]
     if candidates.size == 0:
         raise ValueError("No user meets the criteria for test inclusion (min_pos_test, min_items_pool, "
                          "consider_cold_start, items_test_fraction); relax them.")
-    users_test = np.sort(candidates[:n_take]).astype(np.int64)
+    users_test = np.sort(candidates[:n_take]).astype(np.int32)
     rest = np.setdiff1d(np.arange(n_users, dtype=np.int64), users_test)
     X_train, X_test = _split_rows(_rows(X, users_test), n_test[users_test], rng)
     X_rem = _rows(X, rest)
     if split_type == "separated":
-        return X_train, X_test, X_rem, users_test
+        return X_rem, X_train, X_test, users_test
     return sp.vstack([X_train, X_rem], format="csr"), X_test, users_test
