@@ -54,7 +54,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         :func:`calc_reco_metrics` keeps recometrics' 5).
     include_missing : bool, default=False
         Also give every truth user without a list (in each run) a row, with 0 for every
-        metric (LensKit's and RePlay's convention). By default such users are left out.
+        metric (it was recommended nothing; gpureco's choice: LensKit gives no such row).
+        By default such users are left out.
     group_by : str or list of str, default=None
         Columns of ``recs`` that identify a run (data set, algorithm, fold, ...): one call
         evaluates every run. A missing value (NaN, None) in these columns is a run value of
