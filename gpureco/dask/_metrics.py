@@ -105,7 +105,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, *, client=No
 def _metrics_of_partition(start, stop, train, test, A, B, item_biases, n_items, k, options):
     X_train = parts.interactions(train, start, stop, n_items, "X_train")
     X_test = parts.interactions(test, start, stop, n_items, "X_test")
-    frame = calc_reco_metrics_one(X_train, X_test, A, B, k=k, item_biases=item_biases, **_on_worker(options))
+    frame = calc_reco_metrics_one(X_train, X_test, parts.aligned(A), parts.aligned(B), k=k,
+                                  item_biases=parts.aligned(item_biases), **_on_worker(options))
     return _indexed(frame, start)
 
 
@@ -181,6 +182,8 @@ def _evaluate_partition(start, stop, scores, train, test, score_fn, n_items, met
     if score_fn is not None:
         def scores(users):  # the engine asks for the partition's rows; the model knows the global ids
             return score_fn(users + start)
+    else:
+        scores = parts.aligned(scores)
     frame = evaluate_one(scores, X_test, X_train, metrics=metrics, k=k, **_on_worker(options))
     return _indexed(frame, start)
 

@@ -80,4 +80,4 @@ def _top_k_of_partition(start, stop, A, train, B, item_biases, n_items, k, optio
     X_train = parts.interactions(train, start, stop, n_items, "X_train")
     if X_train is None:  # without A, the rows of X_train are the users
         X_train = sp.csr_array((stop - start, n_items))
-    return top_k_one(A, B, k, X_train, item_biases, **options)
+    return top_k_one(parts.aligned(A), parts.aligned(B), k, X_train, parts.aligned(item_biases), **options)
