@@ -154,7 +154,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     ...     gpureco.dask.evaluate(score_fn, X_test, metrics=["P@1", "R@2"], device="cpu")
        P@1  R@2
     0  1.0  0.5
-    1  0.0  0.0
+    1  0.0  1.0
     """
     client = parts.client_of(client)
     _check_options(options, "evaluate")
