@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .. import _output as o
 from .. import _validation as v
 from .._evaluate import evaluate as evaluate_one
 from .._recometrics import calc_reco_metrics as calc_reco_metrics_one
@@ -17,7 +18,7 @@ OUTPUTS = ("pandas", "dask")
 
 
 def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, *, client=None, partition_size=None,
-                      n_users=None, output="pandas", **options):
+                      n_users=None, output="pandas", user_ids=None, **options):
     """:func:`gpureco.calc_reco_metrics` on a Dask cluster, one task per partition of users.
 
     Each worker evaluates its users with the single-machine engine (``device="auto"``: its
@@ -48,6 +49,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, *, client=No
     output : {"pandas", "dask"}, default="pandas"
         A pandas DataFrame on the client, or a Dask DataFrame whose partitions stay on the
         workers (its index, the user row, has the partitions' divisions).
+    user_ids : sequence, default=None
+        The caller's id of each user (row): the pandas output's index, named ``user``, as in
+        :func:`gpureco.calc_reco_metrics` (``output="pandas"`` only).
     **options
         Any other option of :func:`gpureco.calc_reco_metrics` (metric flags, ``cumulative``,
         ``min_pos_test``, ``gain``, ``device``, ``nthreads`` (default: the worker's threads),
@@ -88,6 +92,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, *, client=No
     v.check_choice(output, "output", OUTPUTS)
     B, item_biases = (_on_client(x) for x in (B, item_biases))
     n_users = parts.n_users_of({"X_test": X_test, "X_train": X_train, "A": A}, n_users)
+    ids = _user_ids(user_ids, n_users, output)
     n_items = _n_items(B, item_biases, X_test)
     # every global option, B and item_biases checked on the client, on zero users; the frame's columns
     nobody = sp.csr_array((0, n_items))
@@ -99,7 +104,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, *, client=No
     delayed = parts.tasks(_metrics_of_partition, edges, *(parts.pieces(x, edges, name) for x, name in
                                                           ((X_train, "X_train"), (X_test, "X_test"), (A, "A"))),
                           shared=shared)
-    return _assembled(client, delayed, edges, meta, output)
+    return _assembled(client, delayed, edges, meta, output, ids)
 
 
 def _metrics_of_partition(start, stop, train, test, A, B, item_biases, n_items, k, options):
@@ -111,7 +116,7 @@ def _metrics_of_partition(start, stop, train, test, A, B, item_biases, n_items, 
 
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, client=None, partition_size=None,
-             n_users=None, n_items=None, output="pandas", **options):
+             n_users=None, n_items=None, output="pandas", user_ids=None, **options):
     """:func:`gpureco.evaluate` on a Dask cluster, one task per partition of users.
 
     Each worker evaluates its users with the single-machine engine, so every number is the
@@ -129,7 +134,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
         As in :func:`calc_reco_metrics` (sparse matrices or Dask DataFrames of interactions).
     metrics, k
         As in :func:`gpureco.evaluate`.
-    client, partition_size, n_users, output
+    client, partition_size, n_users, output, user_ids
         As in :func:`calc_reco_metrics` (partitions follow a Dask score matrix's chunks).
     n_items : int, default=None
         The number of items when no input says it (a score function with Dask DataFrames).
@@ -162,6 +167,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     given = {"X_test": X_test, "X_train": X_train} if callable(scores) else {"scores": scores, "X_test": X_test,
                                                                              "X_train": X_train}
     n_users = parts.n_users_of(given, n_users)
+    ids = _user_ids(user_ids, n_users, output)
     n_items = _n_columns({"scores": None if callable(scores) else scores, "X_test": X_test, "X_train": X_train},
                          n_items)
     nobody = sp.csr_array((0, n_items))
@@ -173,7 +179,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     delayed = parts.tasks(_evaluate_partition, edges, score_pieces, *(parts.pieces(x, edges, name) for x, name in
                                                                       ((X_train, "X_train"), (X_test, "X_test"))),
                           shared=shared)
-    return _assembled(client, delayed, edges, meta, output)
+    return _assembled(client, delayed, edges, meta, output, ids)
 
 
 def _evaluate_partition(start, stop, scores, train, test, score_fn, n_items, metrics, k, options):
@@ -189,13 +195,22 @@ def _evaluate_partition(start, stop, scores, train, test, score_fn, n_items, met
 
 
 def _check_options(options, name):
-    for refused in ("as_df", "output"):
+    for refused in ("as_df", "output") + (("user_ids",) if name == "top_k" else ()):
         if refused in options:
-            raise TypeError(f"gpureco.dask.{name} has no option {refused!r}: its 'output' is 'pandas' or 'dask'.")
+            raise TypeError(f"gpureco.dask.{name} has no option {refused!r}: its 'output' is "
+                            f"{'numpy' if name == 'top_k' else 'pandas'} or 'dask' (one row per user, in user order).")
     if options.get("break_ties_with_noise"):
         raise ValueError("break_ties_with_noise=True is not supported on Dask: its random tie keys follow each user's "
                          "row within one call, so they would change with the partitions. Break ties by item index "
                          "(the default), or evaluate on one machine.")
+
+
+def _user_ids(user_ids, n_users, output):
+    """The index of the pandas output (None: the rows), checked as on one machine."""
+    if user_ids is not None and output != "pandas":
+        raise ValueError("'user_ids' needs output='pandas': the Dask output is indexed by user row, with the "
+                         "partitions' divisions (join the ids to it by row).")
+    return o.user_index(user_ids, n_users)
 
 
 def _client_side(options):
@@ -250,15 +265,16 @@ def _indexed(frame, start):
     return frame, counts
 
 
-def _assembled(client, delayed, edges, meta, output):
-    """The partitions' frames in user order (pandas with the summed NaN counts, or Dask)."""
+def _assembled(client, delayed, edges, meta, output, ids=None):
+    """The partitions' frames in user order (pandas with the summed NaN counts, indexed by `ids` or
+    the rows; or Dask)."""
     n_users = int(edges[-1])
     meta.attrs.pop("nan_reasons", None)
     if output == "pandas":
         results = parts.compute(client, delayed)
         counts = parts.merged_counts([r[1] for r in results], n_users, stacklevel=3)
         frame = pd.concat([r[0] for r in results]) if results else meta
-        frame.index = pd.RangeIndex(n_users)
+        frame.index = pd.RangeIndex(n_users) if ids is None else ids
         frame.attrs["nan_reasons"] = counts
         return frame
     import dask.dataframe as dd

@@ -189,3 +189,18 @@ def test_errors_of_the_other_functions(client, data):
         gdask.top_k(A, B, 3, output="pandas")
     with pytest.raises(TypeError, match="'client' must be a distributed.Client"):
         gdask.calc_reco_metrics(X_train, X_test, A, B, client="tcp://localhost:8786")
+
+
+def test_user_ids_index_the_pandas_output(client, data):
+    X_train, X_test, A, B, _ = data
+    ids = [f"u{i}" for i in range(120)]
+    expected = quietly(gpureco.calc_reco_metrics, X_train, X_test, A, B, k=3, user_ids=ids)
+    got = quietly(gdask.calc_reco_metrics, X_train, X_test, A, B, k=3, user_ids=ids, partition_size=50)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.index.name == "user" and got.index[-1] == "u119"
+    with pytest.raises(ValueError, match="'user_ids' needs output='pandas'"):
+        gdask.evaluate(A @ B.T, X_test, user_ids=ids, output="dask")
+    with pytest.raises(ValueError, match="'user_ids' must hold one id per row"):
+        gdask.evaluate(A @ B.T, X_test, user_ids=ids[:5])
+    with pytest.raises(TypeError, match="gpureco.dask.top_k has no option 'user_ids'"):
+        gdask.top_k(A, B, 3, user_ids=ids)
