@@ -8,6 +8,7 @@ report it with the traceback); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -22,10 +23,14 @@ from .. import _optional, __version__
 from .._evaluate import evaluate
 from .._lists import evaluate_lists
 from .._recometrics import calc_reco_metrics
-from ..analysis._report import metric_columns, model_summary, write_report
+from .._top_k import top_k
+from ..analysis._report import latex_table, metric_columns, model_summary, write_report
 from ..analysis._stats import compare
 from ..data import _io
-from ..data._interactions import IdMap, RowError, from_csr, to_csr
+from ..data._interactions import DUPLICATES, IdMap, RowError, combine_duplicates, from_csr, to_csr
+from . import _provenance
+from ._progress import Progress, chunks
+from ._views import item_views
 from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ..engine._backend import GpuUnavailable
@@ -36,10 +41,11 @@ _WHOLE_POOL = {m.column for m in METRICS if m.column.endswith("AUC")}
 OK, FAILED, USAGE, UNAVAILABLE, INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR,ROC_AUC,PR_AUC"
 DEFAULT_LIST_METRICS = "P,TP,R,AP,TAP,NDCG,Hit,RR"  # the AUCs need the whole pool, which a list does not hold
-PROGRESS_MIN_USERS = 20_000  # below this a run takes seconds: no progress bar
 DEMO_MAX = 10_000_000  # --users and --items of the demo: beyond this, memory runs out long before the demo ends
 FRAME_OUT = (".csv", ".parquet", ".pq")
 REPORT_OUT = (".html", ".htm", ".md")
+LATEX_OUT = (".tex",)
+SEPARATORS = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "space": " "}
 
 
 class UsageError(ValueError):
@@ -60,16 +66,36 @@ def _print_summary(args, results):
     _say(args, "Summary over users (95% t confidence intervals of the mean):",
          model_summary(results).to_string(float_format=lambda x: f"{x:.4f}"))
     if len(results) > 1:
-        table = compare(*results.values(), names=list(results))
-        brief = ["model_a", "model_b", "metric", "n_users", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high",
-                 "p_ttest_holm", "p_permutation_holm"]
-        _say(args, "", "Paired comparison (mean_diff = b - a; p-values Holm-adjusted over the metrics):",
-             table[brief].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        _say(args, "", _comparison_text(compare(*results.values(), names=list(results))))
+
+
+def _comparison_text(table):
+    """The paired comparison, one block per pair of models and one short line per metric (the full table has 15
+    columns: --out writes it)."""
+    blocks = []
+    for (a, b), rows in table.groupby(["model_a", "model_b"], sort=False):
+        brief = pd.DataFrame({
+            "metric": rows["metric"], "n_users": rows["n_users"], a: rows["mean_a"].map("{:.4f}".format),
+            b: rows["mean_b"].map("{:.4f}".format), "b - a": rows["mean_diff"].map("{:+.4f}".format),
+            "95% CI": [f"[{low:+.4f}, {high:+.4f}]" for low, high in zip(rows["ci_low"], rows["ci_high"])],
+            "p (t, Holm)": rows["p_ttest_holm"].map(_p_value), "p (perm., Holm)": rows["p_permutation_holm"].map(_p_value)})
+        blocks.append(f"Paired comparison, {b} - {a} (p-values Holm-adjusted over the {len(rows)} metrics):\n"
+                      + brief.to_string(index=False))
+    return "\n\n".join(blocks)
+
+
+def _p_value(p):
+    return "nan" if np.isnan(p) else "<0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
 def _report(args, results, **options):
-    """Write args.report (whole or not at all); says where, and on stderr when it has no plots (no matplotlib)."""
-    _report_written(args, _io.write_whole(args.report, lambda tmp: write_report(results, tmp, **options)))
+    """Write args.report and args.latex (each whole or not at all), when given; says where, and on stderr when the
+    report has no plots (no matplotlib)."""
+    if getattr(args, "latex", None):
+        path = _io.write_whole(args.latex, lambda tmp: tmp.write_text(latex_table(results), encoding="utf-8"))
+        _say(args, f"LaTeX table written to {path.resolve()}")
+    if args.report:
+        _report_written(args, _io.write_whole(args.report, lambda tmp: write_report(results, tmp, **options)))
 
 
 def _report_written(args, path):
@@ -161,36 +187,82 @@ def _has_rows(data, path, what):
         raise _io.InputError(f"{path}: no {what} (the file has a header or a shape but no data).")
 
 
-def _matrices(args, n_users=None, n_items=None):
-    """(X_train, X_test, ids) from the --train/--test files, on the rows/columns of the model's files."""
-    train, test = _io.read_interactions(args.train), _io.read_interactions(args.test)
-    if isinstance(train, pd.DataFrame) != isinstance(test, pd.DataFrame):
-        raise UsageError(f"--train ({args.train}) and --test ({args.test}) must both be frames (CSV/Parquet) or "
-                         "both be matrices (.npz/.mtx).")
-    _has_rows(test, args.test, "test interactions: nothing to evaluate")
+def _separator(args):
+    return None if args.sep is None else SEPARATORS.get(args.sep, args.sep)
+
+
+def _read_data(args, path):
+    """Interactions of a file: columns found by name (--user-col, ..., or the layouts of docs/cli.md), duplicate
+    (user, item) rows combined by --duplicates."""
+    data = _io.read_interactions(path, _io.Columns(args.user_col, args.item_col, args.value_col, args.time_col),
+                                 _separator(args))
+    if isinstance(data, pd.DataFrame):
+        try:
+            data = combine_duplicates(data, args.duplicates, None)
+        except RowError as error:
+            hint = " (--duplicates sum, last or max combines them)" if args.duplicates == "error" else ""
+            raise _io.InputError(f"{_io.where(path, error.row)}: {error}{hint}") from None
+    return data
+
+
+def _known_only(args, frame, path, ids, whose):
+    """The rows of `frame` whose user and item are in `ids`; the others are an error naming the first, or with
+    --unknown drop are left out and counted ({rows, users, items})."""
+    known = [ids.users.get_indexer(frame["user"]) >= 0, ids.items.get_indexer(frame["item"]) >= 0]
+    unknown = ~(known[0] & known[1])
+    if not unknown.any():
+        return frame, {"rows": 0, "users": 0, "items": 0}
+    if args.unknown == "error":
+        row = int(np.flatnonzero(unknown)[0])
+        column = "user" if not known[0][row] else "item"
+        raise _io.InputError(f"{_io.where(path, row)}: {column} {_shown(frame[column].iloc[row])} is not {whose} "
+                             f"({int(unknown.sum())} rows have such ids); --unknown drop leaves those rows out.")
+    left_out = {"rows": int(unknown.sum()), "users": int(frame["user"][~known[0]].nunique()),
+                "items": int(frame["item"][~known[1]].nunique())}
+    return frame[~unknown], left_out
+
+
+def _left_out_note(args, left_out, whose):
+    said = [f"{n['rows']:,} {role} interactions ({n['users']:,} users and {n['items']:,} items)"
+            for role, n in left_out.items() if n["rows"]]
+    if said:
+        _note(args, f"--unknown drop: left out {' and '.join(said)} with ids that are not {whose}")
+
+
+def _model_ids(args, n_users, n_items):
+    """The ids of the model's rows: from --user-ids/--item-ids, else the row numbers."""
+    ids = []
+    for path, n, what in ((args.user_ids, n_users, "user"), (args.item_ids, n_items, "item")):
+        found = _io.read_ids(path) if path else pd.RangeIndex(n)
+        if len(found) != n:
+            raise _io.InputError(f"{path}: {len(found)} {what} ids for a model of {n} {what}s (one id per row "
+                                 f"of the model's {what} file).")
+        ids.append(found)
+    return IdMap(*ids)
+
+
+def _matrices(args, data, n_users=None, n_items=None):
+    """(X_train, X_test, ids, rows left out) from the --train/--test data, on the rows/columns of the model's
+    files."""
+    train, test = data["train"], data["test"]
     if isinstance(train, pd.DataFrame):
-        ids = []  # the ids of the model's rows: from the files, else the row numbers
-        for path, n, what in ((args.user_ids, n_users, "user"), (args.item_ids, n_items, "item")):
-            found = _io.read_ids(path) if path else pd.RangeIndex(n)
-            if len(found) != n:
-                raise _io.InputError(f"{path}: {len(found)} {what} ids for a model of {n} {what}s (one id per row "
-                                     f"of the model's {what} file).")
-            ids.append(found)
-        ids = IdMap(*ids)
-        matrices = []
-        for frame, path in ((train, args.train), (test, args.test)):
+        ids = _model_ids(args, n_users, n_items)
+        whose = ("in the model (its ids are the row numbers of its files; --user-ids/--item-ids name them)"
+                 if not (args.user_ids and args.item_ids) else "in the model's --user-ids/--item-ids")
+        matrices, left_out = [], {}
+        for role, frame, path in (("training", train, args.train), ("test", test, args.test)):
+            frame, left_out[role] = _known_only(args, frame, path, ids, whose)
             try:
                 matrices.append(to_csr(frame, ids=ids)[0])
             except RowError as error:
-                hint = "" if args.user_ids and args.item_ids else (
-                    " Without --user-ids/--item-ids, ids are the row numbers of the model's files.")
-                raise _io.InputError(f"{_io.where(path, error.row)}: {error}{hint}") from None
-        return _disjoint(args, *matrices, ids)
+                raise _io.InputError(f"{_io.where(path, error.row)}: {error}") from None
+        _left_out_note(args, left_out, whose)
+        return (*_disjoint(args, *matrices, ids), left_out)
     for X, path in ((train, args.train), (test, args.test)):
         if X.shape != (n_users, n_items):
             raise _io.InputError(f"{path}: expected a matrix of shape ({n_users}, {n_items}) to match the model's "
                                  f"files; got {X.shape}.")
-    return _disjoint(args, train, test, IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items)))
+    return (*_disjoint(args, train, test, IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items))), {})
 
 
 def _disjoint(args, X_train, X_test, ids):
@@ -203,30 +275,25 @@ def _disjoint(args, X_train, X_test, ids):
     return X_train, X_test, ids
 
 
-def _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users):
-    flags = {m.flag: m.column in selection.names for m in METRICS}
-    k = int(selection.cutoffs.max()) if selection.cutoffs.size else 1
-    many = selection.cutoffs.size > 1
-    progress = sys.stderr.isatty() and not args.quiet and users.size >= PROGRESS_MIN_USERS and not args.scheduler
-    chunks = np.array_split(users, 20) if progress else [users]
+def _evaluate_in_chunks(args, users, evaluate_rows):
+    """evaluate_rows(rows) -> per-user frame, over `users` in pieces with a progress bar on a terminal (the same
+    numbers: a metric depends on its user alone); the NaN counts reported once."""
+    shown = not args.quiet and not args.scheduler
+    progress = Progress(users.size, "evaluating", shown)
     frames, counts = [], {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-        for i, rows in enumerate(chunks):
-            frame = _on_cluster(args, calc_reco_metrics)(
-                X_train[rows], X_test[rows], None if A is None else A[rows], B, k=k, item_biases=biases,
-                cumulative=many, device=args.device, gain=args.gain, **flags)
-            for code, n in frame.attrs["nan_reasons"].items():
-                counts[code] = counts.get(code, 0) + n
-            frames.append(frame)
-            if progress:
-                print(f"\revaluating: {100 * (i + 1) // len(chunks)}% of {users.size:,} users", end="",
-                      file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+        try:
+            for rows in chunks(users, shown):
+                frame = evaluate_rows(rows)
+                for code, n in frame.attrs["nan_reasons"].items():
+                    counts[code] = counts.get(code, 0) + n
+                frames.append(frame)
+                progress.advance(rows.size)
+        finally:
+            progress.close()
     _nan_note(args, counts, users.size)
-    frame = pd.concat(frames, ignore_index=True)
-    return frame[[column_name(name, k) for name, k in selection.columns]]
+    return pd.concat(frames, ignore_index=True)
 
 
 def _on_cluster(args, function):
@@ -242,17 +309,29 @@ def _on_cluster(args, function):
     return on_cluster
 
 
+def _check_outputs(args, outputs):
+    """Every output path, before any work: (path, suffixes, what) for those given."""
+    for path, suffixes, what in outputs:
+        if path:
+            _io.check_output(path, suffixes, what)
+    if getattr(args, "latex", None):
+        _io.check_output(args.latex, LATEX_OUT, "LaTeX table (--latex)")
+
+
 def cmd_evaluate(args):
     selection = _selection(args, lists=args.recs is not None)
     models = [args.factors is not None, args.scores is not None, args.recs is not None]
     if sum(models) != 1:
         raise UsageError("give exactly one model: --factors USERS.npy ITEMS.npy, --scores SCORES.npy or --recs LISTS.")
-    for path, suffixes, what in ((args.out, FRAME_OUT, "per-user results (--out)"), (args.report, REPORT_OUT,
-                                                                                     "report (--report)")):
-        if path:
-            _io.check_output(path, suffixes, what)
+    _check_outputs(args, ((args.out, FRAME_OUT, "per-user results (--out)"), (args.report, REPORT_OUT,
+                                                                              "report (--report)")))
+    model_files = [*(args.factors or []), args.scores, args.recs, args.item_biases, args.user_ids, args.item_ids]
+    provenance = {**_provenance.environment("evaluate"), "model": {
+        "name": args.name, "kind": ("factors", "scores", "recs")[models.index(True)],
+        "files": [_provenance.file_record(path) for path in model_files if path]}, "options": {
+        "metrics": _column_names(selection), "gain": args.gain, "device": args.device, "scheduler": args.scheduler}}
     if args.recs is not None:
-        return _evaluate_lists(args, selection)
+        return _evaluate_lists(args, selection, provenance)
     if args.factors:
         A = _io.read_array(args.factors[0], 2, "user factors")
         B = _io.read_array(args.factors[1], 2, "item factors")
@@ -262,39 +341,92 @@ def cmd_evaluate(args):
         n_users, n_items = scores.shape
     biases = _io.read_array(args.item_biases, 1, "item biases") if args.item_biases else None
     _check_cutoffs(args, selection, n_items, args.factors[1] if args.factors else args.scores)
-    X_train, X_test, ids = _matrices(args, n_users, n_items)
+    data = _data(args, provenance)
+    if isinstance(data["train"], pd.DataFrame) != isinstance(data["test"], pd.DataFrame):
+        raise UsageError(f"--train ({args.train}) and --test ({args.test}) must both be frames (CSV/Parquet) or "
+                         "both be matrices (.npz/.mtx).")
+    X_train, X_test, ids, left_out = _matrices(args, data, n_users, n_items)
+    _data_counts(provenance, left_out, X_train.nnz, X_test.nnz)
     users = np.flatnonzero(np.diff(X_test.indptr) > 0)  # users without test items have nothing to score
+    if users.size == 0:
+        raise _io.InputError(f"{args.test}: no test interactions left to evaluate (--unknown drop left out all).")
     if args.factors:
-        per_user = _evaluate_factors(args, selection, X_train, X_test, A, B, biases, users)
+        flags = {m.flag: m.column in selection.names for m in METRICS}
+        k = int(selection.cutoffs.max()) if selection.cutoffs.size else 1
+        per_user = _evaluate_in_chunks(args, users, lambda rows: _on_cluster(args, calc_reco_metrics)(
+            X_train[rows], X_test[rows], A[rows], B, k=k, item_biases=biases, cumulative=selection.cutoffs.size > 1,
+            device=args.device, gain=args.gain, **flags))[_column_names(selection)]
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            per_user = _on_cluster(args, evaluate)(scores[users], X_test[users], X_train[users],
-                                                   metrics=_column_names(selection), device=args.device, gain=args.gain)
-        _nan_note(args, per_user.attrs["nan_reasons"], users.size)
+        per_user = _evaluate_in_chunks(args, users, lambda rows: _on_cluster(args, evaluate)(
+            scores[rows], X_test[rows], X_train[rows], metrics=_column_names(selection), device=args.device,
+            gain=args.gain).reset_index(drop=True))
     per_user.insert(0, "user", ids.users[users])
-    return _finish(args, per_user, activity=np.diff(X_train.indptr)[users])
+    items = None
+    if args.report and args.factors:  # the item-side views need the lists
+        k = int(selection.cutoffs.max()) if selection.cutoffs.size else 10
+        lists, _ = top_k(A[users], B, k, X_train[users], item_biases=biases, device=args.device)
+        items = item_views({args.name: lists}, X_train, X_test[users], k)
+    return _finish(args, per_user, provenance, activity=np.diff(X_train.indptr)[users], items=items)
+
+
+def _data(args, provenance):
+    """{"train": ..., "test": ...} read by _read_data, with their files' records (and the split's) in
+    `provenance`."""
+    data = {"train": _read_data(args, args.train), "test": _read_data(args, args.test)}
+    _has_rows(data["test"], args.test, "test interactions: nothing to evaluate")
+    provenance["data"] = {"train": _provenance.file_record(args.train), "test": _provenance.file_record(args.test),
+                          "columns": {name: given for name, given in zip(
+                              ("user", "item", "value", "timestamp"),
+                              (args.user_col, args.item_col, args.value_col, args.time_col)) if given},
+                          "sep": _separator(args), "duplicates": args.duplicates, "unknown": args.unknown}
+    provenance["split"] = _provenance.split_of(args.test)
+    return data
+
+
+def _data_counts(provenance, left_out, n_train, n_test):
+    for role, key, n in (("training", "train", n_train), ("test", "test", n_test)):
+        provenance["data"][key].update(interactions=int(n), left_out=left_out.get(role, {}).get("rows", 0))
 
 
 def _column_names(selection):
     return [column_name(name, k) for name, k in selection.columns]
 
 
-def _evaluate_lists(args, selection):
-    _io.read_interactions(args.train)  # not used by lists, but a wrong --train is still an error
+def _named(recs, path, ids, column):
+    """The recs' `column` as ids: the values are row numbers of the model, named by --user-ids/--item-ids."""
+    rows = pd.to_numeric(recs[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~((rows >= 0) & (rows < len(ids)) & (rows == np.floor(rows)))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _io.InputError(f"{_io.where(path, row)}: {column} {_shown(recs[column].iloc[row])} is not a row number "
+                             f"of the --{column}-ids file (0 to {len(ids) - 1}); with --{column}-ids, the lists name "
+                             f"{column}s by row.")
+    return ids[rows.astype(np.int64)]
+
+
+def _evaluate_lists(args, selection, provenance):
+    data = _data(args, provenance)  # --train says which ids are known (--unknown)
     recs = _io.read_frame(args.recs)
     missing = [c for c in ("user", "item") if c not in recs.columns]
     if missing:
         raise _io.InputError(f"{args.recs}: the columns {', '.join(missing)} are missing; expected user,item and "
                              f"rank or score; got columns {', '.join(map(repr, recs.columns))}.")
     _has_rows(recs, args.recs, "recommendations")
-    truth = _io.read_interactions(args.test)
-    _has_rows(truth, args.test, "test interactions: nothing to evaluate")
-    if not isinstance(truth, pd.DataFrame):
-        truth = from_csr(truth)
+    for column, path in (("user", args.user_ids), ("item", args.item_ids)):
+        if path:
+            recs[column] = _named(recs, args.recs, _io.read_ids(path), column)
+    train, truth = ((X if isinstance(X, pd.DataFrame) else from_csr(X)) for X in (data["train"], data["test"]))
     _same_id_kinds(recs, args.recs, truth, args.test)
+    whose = f"in --train ({args.train})"
+    known = IdMap(pd.Index(pd.unique(train["user"])), pd.Index(pd.unique(train["item"])))
+    truth, left_out = _known_only(args, truth, args.test, known, whose)
+    _left_out_note(args, {"test": left_out}, whose)
+    _data_counts(provenance, {"test": left_out}, len(train), len(truth))
+    if truth.empty:
+        raise _io.InputError(f"{args.test}: no test interactions left to evaluate (--unknown drop left out all).")
     truth = truth.rename(columns={"value": "rating"})  # the NDCG gain
     truth = truth[[c for c in ("user", "item", "rating") if c in truth.columns]]
+    recs = recs[recs["user"].isin(truth["user"])]  # a list of a user without test items has nothing to score
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
@@ -303,17 +435,17 @@ def _evaluate_lists(args, selection):
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
-    return _finish(args, per_user.reset_index())
+    return _finish(args, per_user.reset_index(), provenance)
 
 
-def _finish(args, per_user, activity=None):
+def _finish(args, per_user, provenance, activity=None, items=None):
     metrics = per_user.drop(columns=[c for c in ("user",) if c in per_user.columns])
     _print_summary(args, {args.name: metrics})
     if args.out:
-        path = _io.write_whole(args.out, lambda tmp: _io.write_frame(per_user, tmp))
+        path = _io.write_whole(args.out, lambda tmp: _io.write_results(per_user, tmp, provenance))
         _say(args, f"per-user results written to {path.resolve()}")
-    if args.report:
-        _report(args, {args.name: metrics}, activity=activity, title=f"gpureco evaluation: {args.name}")
+    _report(args, {args.name: metrics}, activity=activity, title=f"gpureco evaluation: {args.name}",
+            provenance={args.name: provenance}, **(items or {}))
     return OK
 
 
@@ -329,6 +461,13 @@ def _cutoff(value, column):
             raise UsageError(f"'--cutoff' must be a finite number for a numeric timestamp column; got {value!r}.")
         return number
     return value
+
+
+_SPLIT_OPTIONS = {"leave-k-out": ("n", "min_train", "seed"), "last-n": ("n", "min_train"),
+                  "last-fraction": ("fraction", "min_train"), "time-cutoff": ("cutoff", "fraction"),
+                  "k-fold": ("folds", "fraction", "min_train", "seed"), "recometrics-all": ("fraction", "seed"),
+                  "recometrics-separated": ("fraction", "users_fraction", "seed"),
+                  "recometrics-joined": ("fraction", "users_fraction", "seed")}
 
 
 def _check_split_options(args):
@@ -373,9 +512,11 @@ def cmd_split(args):
     _check_split_options(args)
     _io.check_folder(args.out_dir, create=True)
     suffix = args.format or _io.suffix_of(args.input)
+    if suffix not in (*FRAME_OUT, *_io.MATRIX_SUFFIXES):  # .tsv, .inter, .data, .dat are read, and split into CSV
+        suffix = ".csv"
     if suffix in (".parquet", ".pq"):
         _optional.package("pyarrow", "parquet")
-    data = _io.read_interactions(args.input)
+    data = _read_data(args, args.input)
     _has_rows(data, args.input, "interactions to split")
     if suffix in _io.MATRIX_SUFFIXES and isinstance(data, pd.DataFrame):
         raise UsageError(f"'--format' {suffix} holds a matrix; a split of a frame gives frames: use .csv or .parquet.")
@@ -385,7 +526,7 @@ def cmd_split(args):
         raise _io.InputError(f"{_io.where(args.input, error.row)}: {error}") from None
     except (TypeError, ValueError) as error:  # the splitter's check of the data against the options: name the file
         raise _io.InputError(f"{args.input}: {error}") from None
-    written = []
+    written, outputs = [], {}
     with _io.staged(args.out_dir) as staging:  # every file whole, or none
         for folder, files in parts.items():
             (staging / folder).mkdir(exist_ok=True)
@@ -393,8 +534,14 @@ def cmd_split(args):
                 if suffix in _io.FRAME_SUFFIXES and not isinstance(part, pd.DataFrame):
                     part = from_csr(part)
                 _io.write_interactions(part, staging / folder / f"{name}{suffix}")
+                outputs[str(Path(folder) / f"{name}{suffix}")] = _io.sha256(staging / folder / f"{name}{suffix}")
                 written.append((Path(args.out_dir) / folder / f"{name}{suffix}",
                                 part.nnz if hasattr(part, "nnz") else len(part)))
+        record = {**_provenance.environment("split"), "method": args.method,
+                  "seed": args.seed if "seed" in _SPLIT_OPTIONS[args.method] else None,
+                  "options": {option: getattr(args, option) for option in _SPLIT_OPTIONS[args.method]},
+                  "input": _provenance.file_record(args.input), "duplicates": args.duplicates, "outputs": outputs}
+        (staging / _provenance.SPLIT_RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     for path, n in written:
         _say(args, f"{path}: {n:,} interactions")
     return OK
@@ -430,30 +577,26 @@ def cmd_compare(args):
     if any(not name.strip() for name in names) or len(set(names)) < len(names):
         raise UsageError(f"each results file needs its own non-empty name; got {','.join(names)!r} (give them with "
                          "--names a,b,...).")
-    for path, suffixes, what in ((args.out, FRAME_OUT, "comparison table (--out)"), (args.report, REPORT_OUT,
-                                                                                     "report (--report)")):
-        if path:
-            _io.check_output(path, suffixes, what)
+    _check_outputs(args, ((args.out, FRAME_OUT, "comparison table (--out)"), (args.report, REPORT_OUT,
+                                                                             "report (--report)")))
     frames = [_results_file(path) for path in args.results]
-    with_user = ["user" in f.columns for f in frames]
-    if any(with_user) and not all(with_user):
-        raise _io.InputError(f"{args.results[with_user.index(False)]}: no 'user' column, but "
-                             f"{args.results[with_user.index(True)]} has one; the users are paired by id.")
-    if all(with_user):  # pair the users by id
-        numeric = [pd.api.types.is_numeric_dtype(f["user"]) for f in frames]
-        common = frames[0]["user"]
-        for frame in frames[1:]:
-            common = common[common.isin(frame["user"])]
-        if common.empty:
-            raise _io.InputError(f"{args.results[0]} and {', '.join(args.results[1:])}: no user is in every file"
-                                 + (" (the user ids are numbers in some files and text in others)."
-                                    if len(set(numeric)) > 1 else "."))
-        if any(len(f) != len(common) for f in frames):
-            _note(args, f"comparing the {len(common)} users present in every file")
-        frames = [f.set_index("user").loc[common.to_numpy()] for f in frames]
-    elif len({len(f) for f in frames}) > 1:
-        raise UsageError("results files without a 'user' column must have the same users in the same order; got "
-                         + ", ".join(f"{p}: {len(f)} rows" for p, f in zip(args.results, frames)) + ".")
+    provenances = [_io.read_provenance(path) for path in args.results]
+    _same_test_data(args, names, provenances)
+    no_user = [path for path, f in zip(args.results, frames) if "user" not in f.columns]
+    if no_user:
+        raise _io.InputError(f"{no_user[0]}: no 'user' column; compare pairs the users by id, never by position "
+                             "(evaluate --out writes the column).")
+    numeric = [pd.api.types.is_numeric_dtype(f["user"]) for f in frames]
+    common = frames[0]["user"]
+    for frame in frames[1:]:
+        common = common[common.isin(frame["user"])]
+    if common.empty:
+        raise _io.InputError(f"{args.results[0]} and {', '.join(args.results[1:])}: no user is in every file"
+                             + (" (the user ids are numbers in some files and text in others)."
+                                if len(set(numeric)) > 1 else "."))
+    if any(len(f) != len(common) for f in frames):
+        _note(args, f"comparing the {len(common)} users present in every file")
+    frames = [f.set_index("user").loc[common.to_numpy()] for f in frames]
     columns = [{c for cols in metric_columns(f).values() for _, c in cols} for f in frames]
     shared = [c for c in frames[0].columns if all(c in cols for cols in columns)]
     if not shared:
@@ -462,12 +605,43 @@ def cmd_compare(args):
         _note(args, f"comparing the {len(shared)} metric columns present in every file: {', '.join(shared)}")
     results = {name: f[shared].reset_index(drop=True) for name, f in zip(names, frames)}
     table = compare(*results.values(), names=names)
-    _say(args, table.to_string(float_format=lambda x: f"{x:.4g}"))
+    _say(args, _comparison_text(table))
     if args.out:
-        _io.write_whole(args.out, lambda tmp: _io.write_frame(table, tmp))
-    if args.report:
-        _report(args, results, title="gpureco comparison")
+        provenance = {**_provenance.environment("compare"), "results": {
+            name: {**_provenance.file_record(path), "provenance": p}
+            for name, path, p in zip(names, args.results, provenances)}}
+        _io.write_whole(args.out, lambda tmp: _io.write_results(table, tmp, provenance))
+    activity = None
+    if args.train:  # each compared user's training interactions, for the by-activity views
+        train = _read_data(args, args.train)
+        counts = (train["user"].value_counts() if isinstance(train, pd.DataFrame)
+                  else pd.Series(np.diff(train.indptr)))
+        activity = counts.reindex(common.to_numpy(), fill_value=0).to_numpy()
+    _report(args, results, title="gpureco comparison", activity=activity,
+            provenance={name: p for name, p in zip(names, provenances) if p})
     return OK
+
+
+def _same_test_data(args, names, provenances):
+    """Results of different test data are not comparable: refuse them (unless --force), saying what differs; say
+    the other differences, and which files have no provenance."""
+    missing = [name for name, p in zip(names, provenances) if p is None]
+    if missing:
+        _note(args, f"no provenance in {', '.join(missing)} (not written by gpureco evaluate --out): the test data "
+                    "cannot be checked")
+    known = [(name, p) for name, p in zip(names, provenances) if p is not None]
+    if len(known) < 2:
+        return
+    names, provenances = zip(*known)
+    differ = _provenance.differences(provenances, names, _provenance.TEST_DATA)
+    if differ and not args.force:
+        raise _io.InputError("the results were computed on different test data, so their users' metrics are not "
+                             "comparable: " + "; ".join(differ) + " (--force compares them anyway).")
+    if differ:
+        _note(args, "--force: comparing results of different test data: " + "; ".join(differ))
+    others = _provenance.differences(provenances, names, _provenance.NOTED)
+    if others:
+        _note(args, "the results differ in: " + "; ".join(others))
 
 
 def _results_file(path):
@@ -510,6 +684,21 @@ def parser():
         p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
         return p
 
+    def data_options(p):
+        group = p.add_argument_group("interaction files", "Columns are found by name: user, user_id, userId, ...; "
+                                     "item, item_id, movieId, ...; value, rating; timestamp, time (RecBole's typed "
+                                     "headers such as user_id:token too). A file whose first line holds only "
+                                     "numbers has none: user, item, value, timestamp in that order (ML-100k's "
+                                     "u.data). Separators by suffix: .csv comma; .tsv, .inter, .data tab; .dat ::.")
+        for name, option in _io.OPTIONS.items():
+            group.add_argument(option, metavar="NAME", help=f"the {name} column's name")
+        group.add_argument("--sep", help="the field separator of text files: a string, or tab, comma, semicolon, "
+                           "space (default: by suffix)")
+        group.add_argument("--duplicates", choices=DUPLICATES, default="error", help="repeated (user, item) rows: "
+                           "an error naming them (default), or combined: sum of values (and latest timestamp), "
+                           "last row (by timestamp), max value")
+        return group
+
     demo = command("demo", "evaluate PureSVD against most-popular on generated data, and write a report")
     demo.add_argument("--users", type=int, default=10_000)
     demo.add_argument("--items", type=int, default=3_000)
@@ -521,8 +710,8 @@ def parser():
     demo.add_argument("--no-report", action="store_true", help="write no report")
 
     ev = command("evaluate", "evaluate a model (factors, a score matrix or top-K lists) on train/test files")
-    ev.add_argument("--train", required=True, help="training interactions: .csv/.parquet (user,item[,value]) or "
-                    ".npz/.mtx")
+    ev.add_argument("--train", required=True, help="training interactions: .csv/.tsv/.inter/.data/.dat/.parquet "
+                    "(user,item[,value][,timestamp], see below) or .npz/.mtx")
     ev.add_argument("--test", required=True, help="test interactions, in the same kind of file")
     ev.add_argument("--factors", nargs=2, metavar=("USERS.npy", "ITEMS.npy"), help="user and item factor matrices")
     ev.add_argument("--item-biases", metavar="BIASES.npy", help="item biases added to the factor scores")
@@ -541,8 +730,13 @@ def parser():
     ev.add_argument("--scheduler", metavar="ADDRESS", help="evaluate on a Dask cluster: its scheduler's address, "
                     "such as tcp://host:8786 (needs pip install 'gpureco[dask]'; docs/dask.md)")
     ev.add_argument("--name", default="model", help="the model's name in tables and reports")
-    ev.add_argument("--out", help="per-user results, .csv or .parquet")
+    ev.add_argument("--out", help="per-user results, .csv (provenance in FILE.provenance.json) or .parquet "
+                    "(provenance in its metadata)")
     ev.add_argument("--report", help="report path, .html or .md")
+    ev.add_argument("--latex", metavar="FILE.tex", help="the models x metrics table (mean ± 95%% CI) as LaTeX")
+    data_options(ev).add_argument("--unknown", choices=("error", "drop"), default="error", help="rows whose user or "
+                                  "item the model has no row for (with --recs: ids not in --train): an error "
+                                  "(default), or left out and counted")
 
     split = command("split", "split interactions into train and test files")
     split.add_argument("input", help="interactions: .csv/.parquet (user,item[,value][,timestamp]) or .npz/.mtx")
@@ -561,12 +755,18 @@ def parser():
                        "users to test (default 0.1)")
     split.add_argument("--min-train", type=int, default=1, help="training interactions a test user keeps (default 1)")
     split.add_argument("--seed", type=int, default=1)
+    data_options(split)
 
     cmp = command("compare", "compare models' per-user results (files written by evaluate --out)")
     cmp.add_argument("results", nargs="+", help="per-user results, .csv or .parquet")
     cmp.add_argument("--names", help="comma-separated model names (default: the file names)")
     cmp.add_argument("--out", help="the comparison table, .csv or .parquet")
     cmp.add_argument("--report", help="report path, .html or .md")
+    cmp.add_argument("--latex", metavar="FILE.tex", help="the models x metrics table (mean ± 95%% CI) as LaTeX")
+    cmp.add_argument("--force", action="store_true", help="compare results of different test data (refused "
+                     "otherwise)")
+    cmp.add_argument("--train", help="the training interactions, for the report's views by user activity")
+    data_options(cmp)
     return top
 
 

@@ -1,7 +1,10 @@
-"""Files of the command line: interactions (CSV, Parquet, SciPy .npz, Matrix Market), factors and scores
-(.npy), top-K lists and per-user results (CSV, Parquet). Errors name the file (and the row)."""
+"""Files of the command line: interactions (CSV and other delimited text, Parquet, SciPy .npz, Matrix Market),
+factors and scores (.npy), top-K lists and per-user results (CSV, Parquet), and their provenance. Errors name the
+file (and the row, and the line of a text file)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -9,6 +12,7 @@ import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -17,8 +21,30 @@ import scipy.sparse as sp
 
 from .. import _optional
 
-FRAME_SUFFIXES = (".csv", ".parquet", ".pq")
+# delimited text: suffix -> separator. .inter is RecBole's atomic file (tab-separated, typed header such as
+# user_id:token); .data is ML-100k's u.data (tab-separated, no header); .dat is ML-1M's and ML-10M's ratings.dat
+# ("::", no header). A file whose first line holds only numbers has no header: its columns are user, item,
+# value, timestamp in that order (the MovieLens, Elliot and LibRec layout).
+TEXT_SEPARATORS = {".csv": ",", ".tsv": "\t", ".inter": "\t", ".data": "\t", ".dat": "::"}
+FRAME_SUFFIXES = (*TEXT_SEPARATORS, ".parquet", ".pq")
 MATRIX_SUFFIXES = (".npz", ".mtx", ".mtx.gz")
+HEADERLESS_COLUMNS = ("user", "item", "value", "timestamp")
+# each column of an interaction frame: the names other tools give it (RecBole and RePlay user_id, MovieLens userId
+# and movieId, LensKit user/item/rating), the chosen one renamed to the first; an option (--user-col) overrides
+SYNONYMS = {"user": ("user", "user_id", "userId", "userID", "UserId", "uid"),
+            "item": ("item", "item_id", "itemId", "itemID", "ItemId", "movieId", "movie_id", "iid"),
+            "value": ("value", "rating", "ratings", "weight"),
+            "timestamp": ("timestamp", "time", "ts", "datetime")}
+OPTIONS = {"user": "--user-col", "item": "--item-col", "value": "--value-col", "timestamp": "--time-col"}
+_RECBOLE_TYPE = re.compile(r"^(?P<name>.+):(token|token_seq|float|float_seq)$")
+
+
+class Columns(NamedTuple):
+    """The column names a user gave (--user-col, ...); None: found by name (SYNONYMS)."""
+    user: str | None = None
+    item: str | None = None
+    value: str | None = None
+    timestamp: str | None = None
 
 
 class InputError(ValueError):
@@ -31,11 +57,25 @@ def suffix_of(path):
 
 
 def where(path, row=None):
-    """'file' or 'file, row N (line M)': M is the line of a CSV file, with its header on line 1."""
+    """'file' or 'file, row N (line M)': M is the line of a text file (row 0 is on line 2 below a header)."""
     if row is None:
         return str(path)
-    line = f" (line {row + 2})" if suffix_of(path) == ".csv" else ""
+    line = f" (line {row + 1 + (not _headerless(path))})" if suffix_of(path) in TEXT_SEPARATORS else ""
     return f"{path}, row {row}{line}"
+
+
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _headerless(path, sep=None):
+    """A text file has no header line when its first line holds only numbers (u.data: 196<TAB>242<TAB>3<TAB>...)."""
+    try:
+        with open(path, "rb") as file:
+            first = file.readline(1 << 16).decode("utf-8-sig").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    fields = first.split(sep) if sep else re.split(r"::|[,\t;|]|\s+", first)
+    return bool(first) and all(_NUMBER.match(field.strip()) for field in fields if field.strip())
 
 
 def _existing(path):
@@ -45,34 +85,40 @@ def _existing(path):
     return path
 
 
-def read_frame(path):
-    """A DataFrame from a CSV or Parquet file (Parquet needs pyarrow). A file that cannot be parsed is an
-    InputError in our words (which line of a CSV file is wrong, and how), never the parser's."""
+def read_frame(path, sep=None):
+    """A DataFrame from a delimited text file (`sep`, or the suffix's: TEXT_SEPARATORS) or a Parquet file (Parquet
+    needs pyarrow). A file that cannot be parsed is an InputError in our words (which line of a text file is wrong,
+    and how), never the parser's."""
     path = _existing(path)
     suffix = suffix_of(path)
-    if suffix == ".csv":
-        return _read_csv(path)
+    if suffix in TEXT_SEPARATORS:
+        return _read_text(path, sep or TEXT_SEPARATORS[suffix])
     if suffix in (".parquet", ".pq"):
         _optional.package("pyarrow", "parquet")
         try:
             return pd.read_parquet(path)
         except Exception:  # noqa: BLE001 - whatever the parser says, the file is not usable Parquet
             raise InputError(f"{path}: cannot be read as Parquet (not a Parquet file, or a damaged one).") from None
-    raise InputError(f"{path}: expected a .csv or .parquet file; got {suffix or 'no suffix'}.")
+    raise InputError(f"{path}: expected a {', '.join(FRAME_SUFFIXES[:-1])} or {FRAME_SUFFIXES[-1]} file; got "
+                     f"{suffix or 'no suffix'}.")
 
 
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
-def _read_csv(path):
+def _read_text(path, sep):
+    headerless = _headerless(path, sep)
+    options = dict(header=None) if headerless else {}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)  # a first row longer than the header
-            return pd.read_csv(path, index_col=False, skipinitialspace=True)  # "0, 2" is 0,2
+            frame = pd.read_csv(path, sep=sep, index_col=False, skipinitialspace=True,  # "0, 2" is 0,2
+                                engine="python" if len(sep) > 1 else "c", **options)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty; expected a header line such as user,item.") from None
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not a text file (byte {error.start} is not UTF-8); expected CSV text.") from None
+        raise InputError(f"{path}: not a text file (byte {error.start} is not UTF-8); expected delimited text."
+                         ) from None
     except pd.errors.ParserWarning:
         raise InputError(f"{path}, line 2: more fields than the header line has columns.") from None
     except Exception as error:  # noqa: BLE001 - the parser's message is not ours to show
@@ -81,23 +127,27 @@ def _read_csv(path):
             expected, line, saw = fields.groups()
             raise InputError(f"{path}, line {line}: {saw} fields where the header line has {expected} columns."
                              ) from None
-        raise InputError(f"{path}: cannot be read as CSV (a damaged file, or not CSV text).") from None
+        raise InputError(f"{path}: cannot be read as text separated by {sep!r} (a damaged file, or not text of "
+                         "that layout; --sep names the separator).") from None
+    if headerless:
+        frame.columns = [*HEADERLESS_COLUMNS, *(f"column{i + 1}" for i in range(4, frame.shape[1]))][:frame.shape[1]]
+    return frame
 
 
-def read_interactions(path):
-    """A DataFrame (user, item[, value][, timestamp]) from CSV/Parquet, or a CSR matrix from .npz/.mtx."""
+def read_interactions(path, columns=Columns(), sep=None):
+    """A DataFrame (user, item[, value][, timestamp]) from a delimited text or Parquet file, its columns found by
+    name (`columns`, else SYNONYMS) and renamed; or a CSR matrix from .npz/.mtx."""
     path = _existing(path)
     suffix = suffix_of(path)
     if suffix not in MATRIX_SUFFIXES:
         if suffix not in FRAME_SUFFIXES:
-            raise InputError(f"{path}: expected interactions in a .csv, .parquet, .npz or .mtx file; "
+            raise InputError(f"{path}: expected interactions in a {', '.join(FRAME_SUFFIXES)}, .npz or .mtx file; "
                              f"got {suffix or 'no suffix'}.")
-        frame = read_frame(path)
-        missing = [c for c in ("user", "item") if c not in frame.columns]
-        if missing:
-            raise InputError(f"{path}: the columns {', '.join(missing)} are missing; expected user,item[,value]"
-                             f"[,timestamp]; got columns {', '.join(map(repr, frame.columns))}.")
-        return frame
+        return _canonical(read_frame(path, sep), path, columns)
+    given = [OPTIONS[name] for name, value in columns._asdict().items() if value is not None]
+    if given or sep:
+        raise InputError(f"{path}: a matrix has no columns; {', '.join(given + ['--sep'] * bool(sep))} apply to "
+                         "text and Parquet files.")
     kind = "a SciPy sparse matrix (scipy.sparse.save_npz)" if suffix == ".npz" else "a Matrix Market file"
     try:
         X = sp.load_npz(path) if suffix == ".npz" else scipy.io.mmread(path)
@@ -116,6 +166,34 @@ def read_interactions(path):
         raise InputError(f"{path}, row {row}: column {int(X.indices[bad[0]])} holds {float(X.data[bad[0]])}; the "
                          f"values must be finite numbers ({bad.size} are not).")
     return X
+
+
+def _canonical(frame, path, columns):
+    """`frame` with its user, item[, value][, timestamp] columns renamed so; the other columns kept."""
+    frame = frame.rename(columns=lambda c: _RECBOLE_TYPE.sub(r"\g<name>", c) if isinstance(c, str) else c)
+    chosen = {}
+    for name, synonyms in SYNONYMS.items():
+        given = getattr(columns, name)
+        if given is not None:
+            if given not in frame.columns:
+                raise InputError(f"{path}: {OPTIONS[name]} {given!r} is not a column; got columns "
+                                 f"{', '.join(map(repr, frame.columns))}.")
+            chosen[name] = given
+            continue
+        found = [c for c in synonyms if c in frame.columns and c not in chosen.values()]
+        if len(found) > 1 and found[0] != name:
+            raise InputError(f"{path}: the columns {', '.join(map(repr, found))} could each be the {name} column; "
+                             f"choose one with {OPTIONS[name]}.")
+        if found:
+            chosen[name] = found[0]
+    missing = [name for name in ("user", "item") if name not in chosen]
+    if missing:
+        raise InputError(f"{path}: no {' and no '.join(missing)} column; expected user,item[,value][,timestamp] "
+                         f"(or MovieLens' userId,movieId,rating, RecBole's user_id:token, ...), or name them with "
+                         f"{' and '.join(OPTIONS[m] for m in missing)}; got columns "
+                         f"{', '.join(map(repr, frame.columns))}.")
+    others = [c for c in frame.columns if c not in chosen.values() and c not in chosen]
+    return frame[[*chosen.values(), *others]].set_axis([*chosen, *others], axis=1)
 
 
 def read_array(path, ndim=None, what="array"):
@@ -245,3 +323,60 @@ def located(error, path):
     """An InputError naming `path` (and the row of a RowError) for an error raised while reading it."""
     return InputError(f"{where(path, getattr(error, 'row', None))}: {error}")
 
+
+
+# --- provenance: what produced a results file ------------------------------------------------------------------
+
+PROVENANCE_KEY = b"gpureco.provenance"  # the key of a Parquet file's metadata
+
+
+def sha256(path):
+    """The SHA-256 of a file's bytes (what `sha256sum FILE` prints), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sidecar(path):
+    """The provenance file beside a CSV results file: NAME.csv.provenance.json."""
+    return Path(f"{path}.provenance.json")
+
+
+def write_results(frame, path, provenance):
+    """A results frame as CSV (with its provenance in the sidecar file) or Parquet (in the file's metadata)."""
+    text = json.dumps(provenance, indent=1, default=str)
+    if suffix_of(path) == ".csv":
+        write_frame(frame, path)
+        sidecar(path).write_text(text + "\n", encoding="utf-8")
+        return Path(path)
+    _optional.package("pyarrow", "parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table.replace_schema_metadata({**(table.schema.metadata or {}), PROVENANCE_KEY: text}), path)
+    return Path(path)
+
+
+def read_provenance(path):
+    """The provenance dict of a results file (its sidecar, or its Parquet metadata), or None when it has none."""
+    if suffix_of(path) in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        text = (pq.read_schema(path).metadata or {}).get(PROVENANCE_KEY)
+        where_ = path
+    else:
+        where_ = sidecar(path)
+        text = where_.read_text(encoding="utf-8") if where_.is_file() else None
+    if text is None:
+        return None
+    try:
+        provenance = json.loads(text)
+    except ValueError:
+        raise InputError(f"{where_}: the provenance is not JSON (a damaged file); remove it to compare without "
+                         "it.") from None
+    if not isinstance(provenance, dict):
+        raise InputError(f"{where_}: the provenance must be a JSON object; got {type(provenance).__name__}.")
+    return provenance
