@@ -38,11 +38,13 @@ def client_of(client):
 
 
 def is_dask_array(x):
+    """Whether x is a Dask array (never importing dask.array to say no)."""
     module = sys.modules.get("dask.array")
     return module is not None and isinstance(x, module.Array)
 
 
 def is_dask_frame(x):
+    """Whether x is a Dask DataFrame (never importing dask.dataframe to say no)."""
     module = sys.modules.get("dask.dataframe")
     return module is not None and isinstance(x, module.DataFrame)
 
@@ -53,7 +55,7 @@ def edges(n_users, partition_size, client, A=None):
     if partition_size is None:
         if A is not None and is_dask_array(A) and not any(math.isnan(c) for c in A.chunks[0]):
             return np.concatenate([[0], np.cumsum(A.chunks[0])]).astype(np.int64)
-        n_workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        n_workers = max(1, len(client.nthreads()))
         partition_size = max(1, -(-n_users // (2 * n_workers)))
     elif isinstance(partition_size, bool) or not isinstance(partition_size, (int, np.integer)) or partition_size < 1:
         raise ValueError(f"'partition_size' must be an int >= 1 (users per partition) or None; got {partition_size!r}.")
