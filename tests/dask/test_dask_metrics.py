@@ -77,6 +77,12 @@ def test_interactions_from_partitioned_parquet(client, data, tmp_path):
     got = quietly(gdask.calc_reco_metrics, train, test, None, None, k=5, item_biases=np.arange(40.0), n_users=120)
     pd.testing.assert_frame_equal(got, quietly(gpureco.calc_reco_metrics, X_train, X_test, None, None, k=5,
                                                item_biases=np.arange(40.0)), check_exact=True)
+    # a score function with frames: the numbers of users and items are given
+    got = quietly(gdask.evaluate, lambda users: A[users] @ B.T, test, train, metrics=["NDCG@4"], n_users=120, n_items=40)
+    pd.testing.assert_frame_equal(got, quietly(gpureco.evaluate, A @ B.T, X_test, X_train, metrics=["NDCG@4"]),
+                                  check_exact=True)
+    for got, expected in zip(gdask.top_k(A, B, 4, train), gpureco.top_k(A, B, 4, X_train)):
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_one_warning_for_the_whole_run_at_the_callers_line(client, data):
