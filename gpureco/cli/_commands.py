@@ -325,10 +325,8 @@ def cmd_evaluate(args):
         raise UsageError("give exactly one model: --factors USERS.npy ITEMS.npy, --scores SCORES.npy or --recs LISTS.")
     _check_outputs(args, ((args.out, FRAME_OUT, "per-user results (--out)"), (args.report, REPORT_OUT,
                                                                               "report (--report)")))
-    model_files = [*(args.factors or []), args.scores, args.recs, args.item_biases, args.user_ids, args.item_ids]
     provenance = {**_provenance.environment("evaluate"), "model": {
-        "name": args.name, "kind": ("factors", "scores", "recs")[models.index(True)],
-        "files": [_provenance.file_record(path) for path in model_files if path]}, "options": {
+        "name": args.name, "kind": ("factors", "scores", "recs")[models.index(True)]}, "options": {
         "metrics": _column_names(selection), "gain": args.gain, "device": args.device, "scheduler": args.scheduler}}
     if args.recs is not None:
         return _evaluate_lists(args, selection, provenance)
@@ -346,6 +344,7 @@ def cmd_evaluate(args):
         raise UsageError(f"--train ({args.train}) and --test ({args.test}) must both be frames (CSV/Parquet) or "
                          "both be matrices (.npz/.mtx).")
     X_train, X_test, ids, left_out = _matrices(args, data, n_users, n_items)
+    _model_files(args, provenance)
     _data_counts(provenance, left_out, X_train.nnz, X_test.nnz)
     users = np.flatnonzero(np.diff(X_test.indptr) > 0)  # users without test items have nothing to score
     if users.size == 0:
@@ -367,6 +366,12 @@ def cmd_evaluate(args):
         lists, _ = top_k(A[users], B, k, X_train[users], item_biases=biases, device=args.device)
         items = item_views({args.name: lists}, X_train, X_test[users], k)
     return _finish(args, per_user, provenance, activity=np.diff(X_train.indptr)[users], items=items)
+
+
+def _model_files(args, provenance):
+    """The model's files (read already: they exist) in `provenance`, with their SHA-256."""
+    paths = [*(args.factors or []), args.scores, args.recs, args.item_biases, args.user_ids, args.item_ids]
+    provenance["model"]["files"] = [_provenance.file_record(path) for path in paths if path]
 
 
 def _data(args, provenance):
@@ -415,6 +420,7 @@ def _evaluate_lists(args, selection, provenance):
     for column, path in (("user", args.user_ids), ("item", args.item_ids)):
         if path:
             recs[column] = _named(recs, args.recs, _io.read_ids(path), column)
+    _model_files(args, provenance)
     train, truth = ((X if isinstance(X, pd.DataFrame) else from_csr(X)) for X in (data["train"], data["test"]))
     _same_id_kinds(recs, args.recs, truth, args.test)
     whose = f"in --train ({args.train})"

@@ -59,14 +59,15 @@ def _values(frame, name, value):
 DUPLICATES = ("error", "sum", "last", "max")
 
 
-def combine_duplicates(frame, policy, name="'frame'", *, user="user", item="item", value="value",
+def combine_duplicates(frame, policy, name=None, *, user="user", item="item", value="value",
                        timestamp="timestamp"):
     """`frame` with one row per (user, item) pair, by `policy`.
 
     "error": a RowError at the second row of the first repeated pair. "sum": the values summed (without a value
     column, the rows counted into one), the latest timestamp. "last": the pair's last row (by timestamp when the
     frame has one, then by position). "max": the row with the largest value (ties: the last). The rows kept stay
-    in the frame's order; the other columns come from the last row of the pair."""
+    in the frame's order; the other columns come from the last row of the pair. `name` (a parameter's name or a
+    description) starts the messages."""
     key = [user, item]
     if not frame.duplicated(key).any():
         return frame
@@ -74,10 +75,10 @@ def combine_duplicates(frame, policy, name="'frame'", *, user="user", item="item
         row = int(np.flatnonzero(frame.duplicated(key))[0])
         u, i = frame[user].iloc[[row]].tolist()[0], frame[item].iloc[[row]].tolist()[0]
         first = int(np.flatnonzero((frame[user] == u) & (frame[item] == i))[0])
-        raise RowError(f"{v.label(name)}: user {u!r}, item {i!r} is in row {first} and again in "
+        raise RowError(f"{v.label(name) + ': ' if name else ''}user {u!r}, item {i!r} is in row {first} and again in "
                        f"row {row}; each (user, item) pair must appear once.", name, row)
     if policy == "sum" or (policy == "max" and value in frame.columns):  # numbers first: rows named as given
-        frame = frame.assign(**{value: _values(frame, name, value if value in frame.columns else None)})
+        frame = frame.assign(**{value: _values(frame, name or "the file", value if value in frame.columns else None)})
     ordered = frame.sort_values(timestamp, kind="stable") if timestamp in frame.columns else frame
     if policy == "max" and value in frame.columns:
         ordered = ordered.sort_values(value, kind="stable")

@@ -49,6 +49,17 @@ TEXT_FILES = {  # name: content (str is written as UTF-8 text, newlines as given
     "huge_value.csv": "user,item,value\n0,2,1e400\n", "text_value.csv": "user,item,value\n0,2,high\n",
     "train_overlap.csv": TRAIN + "0,2\n",
     "test.txt": TEST, "test.json": '{"user": [0], "item": [2]}',
+    # the layouts of other tools, the same data as test.csv (and train.csv)
+    "u.data": TEST.replace("user,item\n", "").replace(",", "\t").replace("\n", "\t4\t881250949\n"),
+    "u_train.data": TRAIN.replace("user,item\n", "").replace(",", "\t").replace("\n", "\t3\t881250949\n"),
+    "ml_test.csv": "userId,movieId,rating,timestamp\n" + TEST.replace("user,item\n", "").replace("\n", ",4.5,1\n"),
+    "test.inter": "user_id:token\titem_id:token\trating:float\n" + TEST.replace("user,item\n", "").replace(
+        ",", "\t").replace("\n", "\t1\n"),
+    "lenskit_test.csv": "user,item,rating\n" + TEST.replace("user,item\n", "").replace("\n", ",5\n"),
+    "test_semicolon.csv": "who;what\n" + TEST.replace("user,item\n", "").replace(",", ";"),
+    "train_semicolon.csv": "who;what\n" + TRAIN.replace("user,item\n", "").replace(",", ";"),
+    "test_unknown.csv": TEST + "8,2\n0,6\n",  # user 8 and item 6: the model has rows 0-7 and 0-5
+    "test_two_items.csv": "user,item_id,movieId\n0,2,2\n",
     # top-K lists
     "recs_rank_missing.csv": "user,item\n0,2\n", "recs_rank_nan.csv": "user,item,rank\n0,2,\n0,1,1\n",
     "recs_rank_text.csv": "user,item,rank\n0,2,first\n", "recs_rank_negative.csv": "user,item,rank\n0,2,-1\n",
@@ -77,6 +88,9 @@ TEXT_FILES = {  # name: content (str is written as UTF-8 text, newlines as given
                                                            for i in range(3)),
     "all_nan_time.csv": "user,item,timestamp\n0,0,1\n0,1,\n1,0,3\n1,1,4\n",
     "all_duplicate.csv": "user,item,timestamp\n0,0,1\n0,0,2\n1,0,3\n1,1,4\n",
+    "u_all.data": "".join(f"{u}\t{(u + i) % 6}\t3\t{10 * u + i}\n" for u in range(8) for i in range(3)),
+    "all_when.csv": "user,item,when\n" + "".join(f"{u},{(u + i) % 6},{10 * u + i}\n" for u in range(8)
+                                                 for i in range(3)),
 }
 
 
@@ -148,10 +162,24 @@ def _evaluate_cases():
         cases.append(Case("evaluate", f"--train/--test as {suffix}", EVAL.replace(".csv", suffix)
                           + " --out {out}/r.csv", 0, check="factors", setup="pyarrow" if suffix == ".parquet" else None))
     cases += [
-        Case("evaluate", "duplicate test rows are summed", EVAL.replace("test.csv", "test_duplicate.csv")
-             + " --out {out}/r.csv", 0, check="factors_duplicate_test"),
-        Case("evaluate", "duplicate training rows", EVAL.replace("train.csv", "train_duplicate.csv")
-             + " --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "duplicate test rows, --duplicates sum", EVAL.replace("test.csv", "test_duplicate.csv")
+             + " --duplicates sum --out {out}/r.csv", 0, check="factors_duplicate_test"),
+        Case("evaluate", "duplicate training rows, --duplicates last", EVAL.replace("train.csv", "train_duplicate.csv")
+             + " --duplicates last --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "duplicate test rows, --duplicates max", EVAL.replace("test.csv", "test_duplicate.csv")
+             + " --duplicates max --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "ML-100k u.data layout (tab, no header)", EVAL.replace("test.csv", "u.data").replace(
+            "train.csv", "u_train.data") + " --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "MovieLens userId,movieId,rating,timestamp", EVAL.replace("test.csv", "ml_test.csv")
+             + " --gain binary --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "RecBole .inter (user_id:token)", EVAL.replace("test.csv", "test.inter") + " --out {out}/r.csv",
+             0, check="factors"),
+        Case("evaluate", "LensKit user,item,rating", EVAL.replace("test.csv", "lenskit_test.csv")
+             + " --gain binary --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "--user-col/--item-col and --sep ';'", EVAL.replace("test.csv", "test_semicolon.csv").replace(
+            "train.csv", "train_semicolon.csv") + " --user-col who --item-col what --sep ';' --out {out}/r.csv", 0, check="factors"),
+        Case("evaluate", "--unknown drop: a test user and item the model lacks", EVAL.replace(
+            "test.csv", "test_unknown.csv") + " --unknown drop --out {out}/r.csv", 0, check="factors"),
         Case("evaluate", "empty training file (header only)", EVAL.replace("train.csv", "header_only.csv")
              + " --out {out}/r.csv", 0, check="factors_empty_train"),
         Case("evaluate", "--user-ids .npy of the row numbers", EVAL + " --user-ids {d}/user_ids.npy --out {out}/r.csv",
@@ -178,8 +206,8 @@ def _evaluate_cases():
         ("truncated.csv", r"truncated\.csv, row 1 \(line 3\)"),
         ("first_row_long.csv", r"first_row_long\.csv, line 2: more fields than the header"),
         ("later_row_long.csv", r"later_row_long\.csv, line 3: 3 fields where the header line has 2"),
-        ("no_item.csv", r"no_item\.csv: the columns item are missing"),
-        ("no_user_no_item.csv", r"no_user_no_item\.csv: the columns user, item are missing"),
+        ("no_item.csv", r"no_item\.csv: no item column; .*--item-col"),
+        ("no_user_no_item.csv", r"no_user_no_item\.csv: no user and no item column; .*--user-col and --item-col"),
         ("text_item.csv", r"text_item\.csv, row 0 \(line 2\)"), ("missing_item.csv", r"missing_item\.csv, row 1"),
         ("nan_id.csv", r"nan_id\.csv, row 0"), ("inf_id.csv", r"inf_id\.csv, row 0"),
         ("huge_float_id.csv", r"huge_float_id\.csv, row 0"), ("huge_int_id.csv", r"huge_int_id\.csv, row 0"),
@@ -187,7 +215,8 @@ def _evaluate_cases():
         ("out_of_range_item.csv", r"out_of_range_item\.csv, row 0"), ("text_ids.csv", r"text_ids\.csv, row 0"),
         ("nan_value.csv", r"nan_value\.csv, row 0 .*finite"), ("inf_value.csv", r"inf_value\.csv, row 0 .*finite"),
         ("huge_value.csv", r"huge_value\.csv, row 0 .*finite"), ("text_value.csv", r"text_value\.csv, row 0"),
-        ("test.txt", r"test\.txt: expected interactions in a \.csv"), ("test.json", r"test\.json: expected"),
+        ("test.txt", r"test\.txt: expected interactions in a \.csv, \.tsv, \.inter"),
+        ("test.json", r"test\.json: expected"),
         ("garbage.npz", r"garbage\.npz: cannot be read as a SciPy sparse matrix"),
         ("garbage.mtx", r"garbage\.mtx: cannot be read as a Matrix Market file"),
         ("garbage.npy", r"garbage\.npy: expected interactions in a \.csv"),
@@ -201,6 +230,20 @@ def _evaluate_cases():
                    "--out {out}/r.csv"
             cases.append(Case("evaluate", f"--{role} {name}", argv, 2, error))
     cases += [
+        Case("evaluate", "duplicate test rows (--duplicates error, the default)", EVAL.replace(
+            "test.csv", "test_duplicate.csv"), 2, r"test_duplicate\.csv, row 8 \(line 10\): user 0, item 2 is in row 0 "
+             r"and again in row 8; .*--duplicates sum, last or max"),
+        Case("evaluate", "--unknown error (the default)", EVAL.replace("test.csv", "test_unknown.csv"), 2,
+             r"test_unknown\.csv, row 8 \(line 10\): user 8 is not in the model .*--unknown drop"),
+        Case("evaluate", "--unknown bogus", EVAL + " --unknown keep", 2, r"argument --unknown: invalid choice"),
+        Case("evaluate", "--duplicates bogus", EVAL + " --duplicates mean", 2, r"argument --duplicates: invalid choice"),
+        Case("evaluate", "--user-col not a column", EVAL + " --user-col who", 2,
+             r"train\.csv: --user-col 'who' is not a column; got columns 'user', 'item'"),
+        Case("evaluate", "two candidate item columns", EVAL.replace("test.csv", "test_two_items.csv"), 2,
+             r"test_two_items\.csv: the columns 'item_id', 'movieId' could each be the item column; .*--item-col"),
+        Case("evaluate", "--user-col with .npz files", EVAL.replace(".csv", ".npz") + " --user-col u", 2,
+             r"train\.npz: a matrix has no columns; --user-col apply to text and Parquet files"),
+        Case("evaluate", "--latex .txt", EVAL + " --latex {out}/t.txt", 2, r"t\.txt: the LaTeX table \(--latex\) must"),
         Case("evaluate", "--test header only: nothing to evaluate", EVAL.replace("test.csv", "header_only.csv"), 2,
              r"header_only\.csv: no test interactions"),
         Case("evaluate", "a test pair that is also a training pair", EVAL.replace("train.csv", "train_overlap.csv"), 2,
@@ -332,6 +375,12 @@ def _split_cases():
              "--format .mtx", 0, check="split"),
         Case("split", "CRLF and a BOM", "split {d}/test_bom.csv --out-dir {out}/s --method leave-k-out --min-train 0",
              0, check="split"),
+        Case("split", "duplicate rows, --duplicates sum", "split {d}/all_duplicate.csv --out-dir {out}/s --method "
+             "last-n --duplicates sum", 0, check="split_deduplicated"),
+        Case("split", "ML-100k u.data with --time-col", "split {d}/u_all.data --out-dir {out}/s --method time-cutoff "
+             "--fraction 0.3", 0, check="split"),
+        Case("split", "--time-col names the time", "split {d}/all_when.csv --out-dir {out}/s --method last-n "
+             "--time-col when", 0, check="split"),
         Case("split", "--out-dir created when its parent exists", split.replace("{out}/s", "{out}/new") +
              "--method last-n", 0),
     ]
@@ -366,7 +415,8 @@ def _split_cases():
         Case("split", "a missing timestamp", "split {d}/all_nan_time.csv --out-dir {out}/s --method last-n", 2,
              r"all_nan_time\.csv(, row 1 \(line 3\))?: "),
         Case("split", "duplicate (user, item) rows", "split {d}/all_duplicate.csv --out-dir {out}/s --method "
-             "leave-k-out", 2, r"all_duplicate\.csv, row 1 \(line 3\): .*once"),
+             "leave-k-out", 2, r"all_duplicate\.csv, row 1 \(line 3\): user 0, item 0 is in row 0 and again in row 1; "
+             r".*--duplicates sum, last or max"),
         Case("split", "--out-dir under a missing folder", "split {d}/all.csv --out-dir {out}/no/such --method last-n",
              2, r"no: no such folder"),
         Case("split", "--out-dir is a file", "split {d}/all.csv --out-dir {d}/train.csv --method last-n", 2,
@@ -379,7 +429,7 @@ def _split_cases():
                         ("garbage.csv", r"garbage\.csv"), ("garbage.npz", r"garbage\.npz: cannot be read"),
                         ("garbage.mtx", r"garbage\.mtx: cannot be read"), ("test.txt", r"test\.txt: expected"),
                         ("missing_item.csv", r"missing_item\.csv, row 1 \(line 3\)"),
-                        ("no_item.csv", r"no_item\.csv: the columns item are missing"),
+                        ("no_item.csv", r"no_item\.csv: no item column"),
                         ("test_empty.npz", r"test_empty\.npz: no interactions to split")]:
         cases.append(Case("split", f"input {name}", f"split {{d}}/{name} --out-dir {{out}}/s --method leave-k-out", 2,
                           error))
@@ -402,7 +452,8 @@ def _compare_cases():
                         ("rb_text_users", r"no user is in every file \(the user ids are numbers in some files and "
                                           r"text in others\)"),
                         ("rb_other_metrics", r"no metric column is in every file"),
-                        ("rb_no_user", r"rb_no_user\.csv: no 'user' column, but .*ra\.csv has one"),
+                        ("rb_no_user", r"rb_no_user\.csv: no 'user' column; compare pairs the users by id, never "
+                                       r"by position"),
                         ("rb_text_metric", r"rb_text_metric\.csv, row 0 \(line 2\): column 'NDCG@3' holds 'good'"),
                         ("rb_inf_metric", r"rb_inf_metric\.csv, row 0 \(line 2\): column 'NDCG@3' holds inf;"),
                         ("rb_duplicate_user", r"rb_duplicate_user\.csv, row 1 \(line 3\): user 0 appears twice"),

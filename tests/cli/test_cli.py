@@ -1,4 +1,5 @@
 """The command line end to end on small files: every command, every input format, the error paths."""
+import json
 import subprocess
 import warnings
 import sys
@@ -145,14 +146,17 @@ def test_quiet_prints_nothing(files, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--test", "{d}/missing.csv"], "missing.csv: no such file"),
-    (["--test", "{d}/A.npy"], "expected interactions in a .csv, .parquet, .npz or .mtx file"),
+    (["--test", "{d}/A.npy"], "expected interactions in a .csv, .tsv, .inter, .data, .dat, .parquet, .pq, .npz or "
+                              ".mtx file; got .npy"),
     (["--test", "{d}/test.npz"], "must both be frames (CSV/Parquet) or both be matrices"),
     (["--metrics", "FOO@3"], "Unknown metric 'FOO@3'"),
     (["-k", "five"], "'-k' must be a cut-off"),
-    (["--test", "{d}/bad_row.csv"], "bad_row.csv, row 2 (line 4): the first frame passed to to_csr has 1 item ids "
-                                    "not in 'ids', the first 999 at row 2. Without --user-ids/--item-ids, ids are "
-                                    "the row numbers of the model's files."),
-    (["--test", "{d}/no_item.csv"], "no_item.csv: the columns item are missing"),
+    (["--test", "{d}/bad_row.csv"], "bad_row.csv, row 2 (line 4): item 999 is not in the model (its ids are the row "
+                                    "numbers of its files; --user-ids/--item-ids name them) (1 rows have such ids); "
+                                    "--unknown drop leaves those rows out."),
+    (["--test", "{d}/no_item.csv"], "no_item.csv: no item column; expected user,item[,value][,timestamp] (or "
+                                    "MovieLens' userId,movieId,rating, RecBole's user_id:token, ...), or name them "
+                                    "with --item-col; got columns 'user'."),
     (["--test", "{d}/nan_value.csv"], "nan_value.csv, row 1 (line 3)"),
     (["--factors", "{d}/A.npy", "{d}/B3.npy"], "'A' and 'B' must have the same number of factors"),
     (["--factors", "{d}/A.npy", "{d}/ids.npy"], "expected item factors with 2 dimension(s)"),
@@ -298,15 +302,29 @@ def test_demo_small(capsys, tmp_path, monkeypatch):
     assert code == 2 and "'device' must be one of" in err
 
 
-def test_progress_on_a_terminal_gives_the_same_results(files, capsys, monkeypatch, tmp_path):
+def test_progress_bar_on_a_terminal_gives_the_same_results(files, capsys, monkeypatch, tmp_path):
     d, expected = files
-    import gpureco.cli._commands as cli
-    monkeypatch.setattr(cli, "PROGRESS_MIN_USERS", 1)
+    from gpureco.cli import _progress
+    monkeypatch.setattr(_progress, "DELAY", 0.0)  # a run longer than DELAY seconds shows the bar
+    evaluate = ["evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", d / "A.npy",
+                d / "B.npy", "--metrics", "NDCG@5", "--out", tmp_path / "p.csv"]
+    code, _, err = run(capsys, *evaluate)
+    assert code == 0 and "evaluating" not in err  # stderr is not a terminal: no bar
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors",
-                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--out", tmp_path / "p.csv")
-    assert code == 0 and "evaluating: 100% of 120 users" in err and "evaluating: 5%" in err
+    code, _, err = run(capsys, *evaluate)
+    assert code == 0 and "evaluating [########################] 100% 120/120 users" in err and err.count("\r") >= 1
     np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["NDCG@5"], expected)
+    code, _, err = run(capsys, *evaluate, "-q")
+    assert code == 0 and err == ""  # --quiet: no bar
+
+
+def test_progress_bar_waits_a_second(monkeypatch, capsys):
+    from gpureco.cli._progress import Progress
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    bar = Progress(10, "evaluating", True)
+    bar.advance(10)
+    bar.close()
+    assert capsys.readouterr().err == ""  # done within a second: nothing drawn
 
 
 def test_nan_users_reported_once(files, capsys, tmp_path):
@@ -449,7 +467,7 @@ def test_without_matplotlib_every_report_says_plots_need_it(files, capsys, tmp_p
         assert code == 0 and "the report has no plots: matplotlib is not installed" in err
         text = (tmp_path / report).read_text().replace("&#x27;", "'")
         assert "No plots: matplotlib is not installed; install it with: pip install 'gpureco[plot]'" in text
-    assert not (tmp_path / "r_files").exists()  # no images without matplotlib
+    assert not list((tmp_path / "r_files").glob("*.png"))  # no images without matplotlib, the tables' CSV copies
 
 
 @pytest.mark.parametrize("gain", ["linear", "exponential", "binary"])
@@ -473,3 +491,131 @@ def test_gain_option_gives_the_api_numbers_for_every_model_kind(gain, files, cap
     assert len(set(pd.read_csv(d / "test.csv")["value"])) > 1  # graded values: the gains differ by rule
     code, _, err = run(capsys, *common[:-1], "quadratic", "--factors", d / "A.npy", d / "B.npy")
     assert code == 2 and "--gain" in err and "quadratic" in err
+
+
+# --- provenance, honest comparisons, data options -------------------------------------------------------------
+
+def _evaluate(capsys, d, out, *extra, test="test.csv", factors=("A.npy", "B.npy")):
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / test, "--factors",
+                       *(d / f for f in factors), "--metrics", "NDCG@5,P@5", "--out", out, "-q", *extra)
+    assert code == 0, err
+    return out
+
+
+def test_results_files_carry_their_provenance(files, capsys, tmp_path):
+    d, _ = files
+    csv = _evaluate(capsys, d, tmp_path / "r.csv", "--gain", "binary")
+    parquet = _evaluate(capsys, d, tmp_path / "r.parquet")
+    for path in (csv, parquet):
+        record = gpureco.data._io.read_provenance(path)
+        assert record["gpureco"] == gpureco.__version__ and record["command"] == "evaluate"
+        assert record["data"]["test"]["sha256"] == gpureco.data._io.sha256(d / "test.csv")
+        assert record["data"]["train"]["sha256"] == gpureco.data._io.sha256(d / "train.csv")
+        assert [f["sha256"] for f in record["model"]["files"]] == [gpureco.data._io.sha256(d / f)
+                                                                    for f in ("A.npy", "B.npy")]
+        assert record["options"]["metrics"] == ["NDCG@5", "P@5"] and record["data"]["duplicates"] == "error"
+    assert gpureco.data._io.read_provenance(csv)["options"]["gain"] == "binary"
+    assert (tmp_path / "r.csv.provenance.json").is_file() and not (tmp_path / "r.parquet.provenance.json").exists()
+
+
+def test_split_records_itself_and_evaluate_finds_the_split(files, capsys, tmp_path):
+    d, _ = files
+    code, _, _ = run(capsys, "split", d / "all.csv", "--method", "leave-k-out", "-n", "2", "--seed", "7",
+                     "--out-dir", tmp_path / "s", "-q")
+    assert code == 0
+    record = json.loads((tmp_path / "s" / "split.json").read_text())
+    assert record["method"] == "leave-k-out" and record["seed"] == 7 and record["options"]["n"] == 2
+    _evaluate(capsys, tmp_path / "s", tmp_path / "r.csv", "--unknown", "drop", factors=(d / "A.npy", d / "B.npy"))
+    split = gpureco.data._io.read_provenance(tmp_path / "r.csv")["split"]
+    assert split["method"] == "leave-k-out" and split["seed"] == 7
+
+
+def test_compare_refuses_different_test_data_unless_forced(files, capsys, tmp_path):
+    d, _ = files
+    test = pd.read_csv(d / "test.csv")
+    test.iloc[:-3].to_csv(tmp_path / "other_test.csv", index=False)
+    (tmp_path / "train.csv").write_bytes((d / "train.csv").read_bytes())
+    a = _evaluate(capsys, d, tmp_path / "a.csv")
+    b = _evaluate(capsys, d, tmp_path / "b.csv", "--gain", "binary")
+    c = _evaluate(capsys, tmp_path, tmp_path / "c.csv", test="other_test.csv", factors=(d / "A.npy", d / "B.npy"))
+    code, _, err = run(capsys, "compare", a, b)
+    assert code == 0 and "the results differ in: options.gain: a linear, b binary" in err
+    code, _, err = run(capsys, "compare", a, c, "--out", tmp_path / "cmp.csv")
+    assert code == 2 and err.count("\n") == 1 and not (tmp_path / "cmp.csv").exists()
+    digest = gpureco.data._io.sha256
+    assert (f"different test data, so their users' metrics are not comparable: data.test.sha256: a "
+            f"{digest(d / 'test.csv')[:12]}, c {digest(tmp_path / 'other_test.csv')[:12]}") in err
+    assert "(--force compares them anyway)" in err
+    code, _, err = run(capsys, "compare", a, c, "--force", "--out", tmp_path / "cmp.csv")
+    assert code == 0 and "--force: comparing results of different test data" in err
+    record = gpureco.data._io.read_provenance(tmp_path / "cmp.csv")
+    assert record["command"] == "compare" and record["results"]["c"]["provenance"]["data"]["test"]["path"].endswith(
+        "other_test.csv")
+
+
+def test_compare_text_is_one_short_line_per_metric(files, capsys, tmp_path):
+    d, _ = files
+    code, _, _ = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", d / "A.npy",
+                     d / "B.npy", "--out", tmp_path / "a.csv", "-q")  # all ten metrics
+    np.save(tmp_path / "A2.npy", np.load(d / "A.npy")[:, ::-1].copy())
+    run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", "--factors", tmp_path / "A2.npy",
+        d / "B.npy", "--out", tmp_path / "b.csv", "-q")
+    code, out, _ = run(capsys, "compare", tmp_path / "a.csv", tmp_path / "b.csv")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("Paired comparison, b - a (p-values Holm-adjusted over the 10 metrics)")
+    assert len(lines) == 12 and max(map(len, lines)) < 110  # a header and ten rows, narrow enough for a terminal
+
+
+def test_user_ids_and_item_ids_name_the_rows_of_the_lists(files, capsys, tmp_path):
+    d, expected = files
+    recs = pd.read_csv(d / "recs.csv")  # users and items by row number of the model
+    code, _, _ = run(capsys, "evaluate", "--train", d / "train_named.csv", "--test", d / "test_named.csv", "--recs",
+                     d / "recs.csv", "--user-ids", d / "user_ids.csv", "--item-ids", d / "item_ids.csv", "--metrics",
+                     "NDCG@5", "--out", tmp_path / "r.csv", "-q")
+    assert code == 0
+    got = pd.read_csv(tmp_path / "r.csv").set_index("user")
+    np.testing.assert_allclose(got.loc[[f"u{i}" for i in range(120)], "NDCG@5"], expected)
+    recs.assign(user=recs["user"] + 1000).to_csv(tmp_path / "far.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train_named.csv", "--test", d / "test_named.csv", "--recs",
+                       tmp_path / "far.csv", "--user-ids", d / "user_ids.csv")
+    assert code == 2 and "far.csv, row 0 (line 2): user 1000 is not a row number of the --user-ids file (0 to 119)" in err
+
+
+def test_lists_of_users_without_test_items_make_no_nan_note(files, capsys, tmp_path):
+    d, _ = files
+    test = pd.read_csv(d / "test.csv")
+    test[test["user"] >= 10].to_csv(tmp_path / "t.csv", index=False)  # users 0-9 have lists but no test items
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--recs",
+                       d / "recs.csv", "--metrics", "NDCG@5", "--out", tmp_path / "r.csv")
+    assert code == 0 and "NaN" not in err and len(pd.read_csv(tmp_path / "r.csv")) == 110
+
+
+def test_unknown_drop_counts_what_it_leaves_out(files, capsys, tmp_path):
+    d, expected = files
+    test = pd.read_csv(d / "test.csv")
+    pd.concat([test, pd.DataFrame({"user": [500, 500, 3], "item": [1, 2, 999], "value": 1.0})]).to_csv(
+        tmp_path / "t.csv", index=False)
+    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", tmp_path / "t.csv", "--factors",
+                       d / "A.npy", d / "B.npy", "--metrics", "NDCG@5", "--unknown", "drop", "--out", tmp_path / "r.csv")
+    assert code == 0
+    assert ("--unknown drop: left out 3 test interactions (1 users and 1 items) with ids that are not in the model "
+            "(its ids are the row numbers of its files; --user-ids/--item-ids name them)") in err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "r.csv")["NDCG@5"], expected)
+    assert gpureco.data._io.read_provenance(tmp_path / "r.csv")["data"]["test"]["left_out"] == 3
+
+
+def test_latex_and_report_of_a_comparison_with_training_data(files, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    d, _ = files
+    a = _evaluate(capsys, d, tmp_path / "a.csv")
+    np.save(tmp_path / "A2.npy", np.load(d / "A.npy")[:, ::-1].copy())
+    b = _evaluate(capsys, d, tmp_path / "b.csv", factors=(tmp_path / "A2.npy", d / "B.npy"))
+    code, out, _ = run(capsys, "compare", a, b, "--train", d / "train.csv", "--report", tmp_path / "c.html",
+                       "--latex", tmp_path / "c.tex")
+    assert code == 0 and "LaTeX table written to" in out
+    assert (tmp_path / "c.tex").read_text().count(r"\\") == 3  # the header and two models
+    html = (tmp_path / "c.html").read_text()
+    for part in ("Paired differences against a", "Each metric by user activity", "<h2>Provenance</h2>"):
+        assert part in html
+    code, _, err = run(capsys, "compare", a, b, "--latex", tmp_path / "none" / "c.tex")
+    assert code == 2 and "no such folder" in err

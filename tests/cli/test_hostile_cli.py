@@ -1,6 +1,7 @@
 """Every case of hostile_cli_cases.py through the command line, in-process: the exit code, exactly one line on
 stderr that names the file, row or option at fault (and no traceback), no output left behind by a refused run,
 and for accepted inputs the same numbers as the Python API on the clean data."""
+import json
 import re
 import shlex
 from pathlib import Path
@@ -87,6 +88,10 @@ def _count(path):
     return len(pd.read_csv(path))
 
 
+def _count_source(path):
+    return len(_io.read_interactions(path)) if path.suffix in (".data", ".dat") else _count(path)
+
+
 def _check(case, d, out, err):
     argv = case.argv.format(d=d, out=out)
     if case.check in EXPECTED:
@@ -94,11 +99,17 @@ def _check(case, d, out, err):
         expected = EXPECTED[case.check](d)
         assert list(got["user"]) == list(range(8))
         np.testing.assert_allclose(got[expected.columns].to_numpy(float), expected.to_numpy(float), rtol=1e-12)
-    elif case.check == "split":
+    elif case.check in ("split", "split_deduplicated"):
         source = d / shlex.split(argv)[1]
+        pairs = len(pd.read_csv(source).drop_duplicates(["user", "item"])) if case.check == "split_deduplicated" \
+            else None
         folders = sorted({p.parent for p in (out / "s").rglob("train.*")})
-        assert folders and all(sum(_count(p) for p in f.iterdir()) == _count(source) for f in folders)
-        assert all(_count(f / next(p.name for p in f.iterdir() if p.stem == "test")) > 0 for f in folders)
+        parts = {f: [p for p in f.iterdir() if p.name != "split.json"] for f in folders}
+        assert folders and all(sum(_count(p) for p in parts[f]) == (pairs or _count_source(source)) for f in folders)
+        assert all(_count(f / next(p.name for p in parts[f] if p.stem == "test")) > 0 for f in folders)
+        record = json.loads((out / "s" / "split.json").read_text())
+        assert record["input"]["sha256"] == _io.sha256(source)
+        assert all(record["outputs"][str(p.relative_to(out / "s"))] == _io.sha256(p) for f in folders for p in parts[f])
     elif case.check == "compare":
         files = [Path(p) for p in shlex.split(argv)[1:3]]
         a, b = (pd.read_csv(p).set_index("user") for p in files)
