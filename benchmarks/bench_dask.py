@@ -5,13 +5,14 @@ thread each), against the single-machine call, at a 1M-item catalogue.
 
 Every run is timed whole (the item factors broadcast to the workers, the partitions' transfers,
 the ranking, the results gathered) and checked to give the single-machine numbers bit for bit.
-Each run is the best of --repeat calls (the
-cluster's calls after the first find its workers started, as a nightly evaluation would; B is
-broadcast again by every call). The time per 1M users is extrapolated linearly from --users (each user's ranking costs the same;
+Each run is the best of --repeat rounds, every run once
+per round (the clusters stay up across rounds, as for a nightly evaluation; B is broadcast again by
+every call). The time per 1M users is extrapolated linearly from --users (each user's ranking costs the same;
 the fixed costs, such as broadcasting B, are then counted as if they grew with the users, so the
 extrapolation errs on the slow side). Writes results/dask_<date>.json and .md.
 """
 import argparse
+import contextlib
 import os
 import platform
 import sys
@@ -49,16 +50,13 @@ def cpu_model():
         return platform.processor() or platform.machine()
 
 
-def timed(repeat, function, *args, **kwargs):
-    """(the result, the best wall time of `repeat` calls)."""
-    best = float("inf")
+def seconds_of(function, *args, **kwargs):
+    """(the result, its wall time)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        for _ in range(repeat):
-            start = time.perf_counter()
-            out = function(*args, **kwargs)
-            best = min(best, time.perf_counter() - start)
-    return out, best
+        start = time.perf_counter()
+        out = function(*args, **kwargs)
+        return out, time.perf_counter() - start
 
 
 def main():
@@ -70,7 +68,7 @@ def main():
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--workers", default="1,2", help="LocalCluster sizes to time (worker processes, 1 thread each)")
     parser.add_argument("--metrics", choices=["all", "top-K"], default="top-K")
-    parser.add_argument("--repeat", type=int, default=2, help="calls per run; the best time is kept")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of calls; each run's best time is kept")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args()
 
@@ -80,21 +78,25 @@ def main():
     X_train, X_test, A, B = problem(args.users, args.items, args.factors, args.per_user)
     metrics = dict(all_metrics=True) if args.metrics == "all" else TOP_K
     per_million = 1_000_000 / args.users
-    rows = []
-    expected = None
-    for threads in (1, 2):
-        expected, seconds = timed(args.repeat, gpureco.calc_reco_metrics, X_train, X_test, A, B, k=args.k, nthreads=threads,
-                                  device="cpu", **metrics)
-        rows.append({"run": f"single machine, {threads} thread{'s' * (threads > 1)}", "workers": 0,
-                     "threads": threads, "seconds": seconds})
-    for n_workers in (int(w) for w in args.workers.split(",")):
-        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                          memory_limit=None) as cluster, Client(cluster) as client:
-            got, seconds = timed(args.repeat, gpureco.dask.calc_reco_metrics, X_train, X_test, A, B, k=args.k, device="cpu",
-                                 client=client, **metrics)
-        pd.testing.assert_frame_equal(got, expected, check_exact=True)  # the single-machine numbers, bit for bit
-        rows.append({"run": f"LocalCluster, {n_workers} worker{'s' * (n_workers > 1)} x 1 thread",
-                     "workers": n_workers, "threads": n_workers, "seconds": seconds})
+    single = [(f"single machine, {t} thread{'s' * (t > 1)}", 0, t) for t in (1, 2)]
+    clustered = [(f"LocalCluster, {w} worker{'s' * (w > 1)} x 1 thread", w, w) for w in map(int, args.workers.split(","))]
+    rows = [{"run": run, "workers": workers, "threads": threads, "seconds": float("inf")}
+            for run, workers, threads in single + clustered]
+    with contextlib.ExitStack() as stack:
+        clients = {workers: stack.enter_context(Client(stack.enter_context(LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit=None))))
+            for _, workers, _ in clustered}
+        # rounds: every run once per round, so that a busy moment of the machine does not fall on one run alone
+        for _ in range(args.repeat):
+            for row in rows:
+                if row["workers"] == 0:
+                    expected, seconds = seconds_of(gpureco.calc_reco_metrics, X_train, X_test, A, B, k=args.k,
+                                                   nthreads=row["threads"], device="cpu", **metrics)
+                else:
+                    got, seconds = seconds_of(gpureco.dask.calc_reco_metrics, X_train, X_test, A, B, k=args.k,
+                                              device="cpu", client=clients[row["workers"]], **metrics)
+                    pd.testing.assert_frame_equal(got, expected, check_exact=True)  # bit for bit
+                row["seconds"] = min(row["seconds"], seconds)
     for row in rows:
         row["users_per_second"] = args.users / row["seconds"]
         row["seconds_per_1M_users"] = row["seconds"] * per_million
@@ -123,8 +125,8 @@ def main():
             f"`{info['command']}`, commit {info['commit']}, {info['machine']}, {date}.\n\n"
             f"Problem: {info['problem']}. Every Dask run gave the single-machine numbers bit for bit.\n"
             f"Per 1M users: {info['extrapolation']}; the broadcast of B ({B.nbytes / 2**20:.0f} MiB) and the "
-            f"cluster's per-call costs are then counted as if they grew with the users. Best of {args.repeat} calls "
-            f"per run. 'threads' are ranking threads: the single-machine runs' BLAS uses every core, while Dask "
+            f"cluster's per-call costs are then counted as if they grew with the users. Best of {args.repeat} rounds "
+            f"(each run once per round). 'threads' are ranking threads: the single-machine runs' BLAS uses every core, while Dask "
             f"starts its workers with one BLAS thread each (OPENBLAS_NUM_THREADS=1).\n\n{table}\n")
     stem = write_results(args.out, f"dask_{date}", info, text)
     print(table)
