@@ -135,108 +135,134 @@ cdef extern from *:
         }                                                                                           \
     }
 
+    /* one pass of the loop below, with its kind (which work it does) fixed when compiled */
+    #define GR_WALK(SV, stats, heap, count, careful) \
+        gr_walk_##SV(p, &st, hi, stats, heap, count, careful, row, n_items, train, n_train, test, n_test)
+
     /* The pass over a row, for T = float or double scores, in vectors of BYTES bytes, compiled     \
-       with the attributes ATTR (an instruction set). S names the type, V the version. */
-    #define GR_DEFINE_PASS(T, S, V, IT, NEXT, BYTES, ATTR)                                          \
+       with the attributes ATTR (an instruction set); ANY(x): whether a lane of mask x is set.      \
+       S names the type, V the version. */
+    #define GR_DEFINE_PASS(T, S, V, IT, NEXT, BYTES, ATTR, ANY)                                     \
     typedef T gr_v##S##V __attribute__((vector_size(BYTES), aligned(sizeof(T)), may_alias));       \
     typedef IT gr_m##S##V __attribute__((vector_size(BYTES)));                                     \
     enum { GR_L##S##V = BYTES / sizeof(T) };                                                        \
                                                                                                     \
-    ATTR static inline int gr_any_##S##V(gr_m##S##V x) {                                           \
-        IT r = 0;                                                                                   \
-        for (int l = 0; l < GR_L##S##V; l++) r |= x[l];                                             \
-        return r != 0;                                                                              \
-    }                                                                                               \
-                                                                                                    \
-    typedef struct {                                                                                \
-        gr_v##S##V min, max; gr_m##S##V nan; gr_m##S##V count[GR_CHUNK];                           \
-        T hi[GR_CHUNK], lo[GR_CHUNK]; T lowest; T heap_min;                                         \
+    typedef struct {  /* the pass's vectors: kept in registers, never seen by a call */             \
+        gr_v##S##V min, max, heap_min; gr_m##S##V nan; gr_m##S##V count[GR_CHUNK];                 \
+        gr_v##S##V hi[GR_CHUNK], lo[GR_CHUNK], lowest;                                              \
     } gr_state##S##V;                                                                               \
                                                                                                     \
     /* item j (filter score s) by its exact score: its count, less what the filter counted */      \
-    ATTR static void gr_resolve_##S##V(gr_pass* p, const gr_state##S##V* st, int64_t j, T s) {     \
+    ATTR static void gr_resolve_##S##V(gr_pass* p, const T* hi, int64_t j, T s) {                  \
         int64_t c = gpureco_count_outranking(p->ts, p->keys, p->m, gr_exact_##S(p->model, j),      \
                                              gpureco_tie_key(p->seed, p->user, j, p->noise));       \
-        for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (s > st->hi[g]);   \
+        for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (s > hi[g]);       \
     }                                                                                               \
                                                                                                     \
     /* one vector of scores s, items base .. base + GR_L - 1 (`valid` lanes only, unless full) */  \
     ATTR static inline __attribute__((always_inline)) void gr_step_##S##V(gr_pass* p,              \
-            gr_state##S##V* st, gr_v##S##V s, gr_m##S##V valid, int full, int64_t base) {           \
-        if (p->stats) {                                                                             \
+            gr_state##S##V* st, const T* hi, int stats, int heap, int count, int careful,           \
+            gr_v##S##V s, gr_m##S##V valid, int full, int64_t base) {                               \
+        if (stats) {                                                                                \
             gr_m##S##V lt = s < st->min, gt = s > st->max;                                          \
             st->min = (gr_v##S##V)(((gr_m##S##V)s & lt) | ((gr_m##S##V)st->min & ~lt));             \
             st->max = (gr_v##S##V)(((gr_m##S##V)s & gt) | ((gr_m##S##V)st->max & ~gt));             \
             st->nan |= s != s;                                                                      \
         }                                                                                           \
-        if (p->heap_k) {                                                                            \
+        if (heap) {                                                                                 \
             gr_m##S##V up = s > st->heap_min;                                                       \
             if (!full) up &= valid;                                                                 \
-            if (gr_any_##S##V(up)) {                                                                \
+            if (ANY(up)) {                                                                          \
                 for (int l = 0; l < GR_L##S##V; l++)                                                \
                     if (up[l] && s[l] > p->heap[0]) gr_heap_replace(p->heap, p->heap_k, s[l]);      \
-                st->heap_min = (T)p->heap[0];                                                       \
+                st->heap_min = (gr_v##S##V){0} + (T)p->heap[0];                                     \
             }                                                                                       \
         }                                                                                           \
-        if (p->n) {                                                                                 \
-            gr_m##S##V odd = p->careful ? (s - s) != 0 : (gr_m##S##V){0};  /* NaN or infinite */    \
+        if (count) {                                                                                \
+            gr_m##S##V odd = (gr_m##S##V){0};                                                        \
+            if (careful) odd = (s - s) != 0;  /* NaN or infinite */                                 \
             gr_m##S##V near = (s >= st->lowest) | odd;                                              \
             if (!full) near &= valid;                                                               \
-            if (gr_any_##S##V(near)) {                                                              \
+            if (ANY(near)) {                                                                        \
                 gr_m##S##V unsure = odd;                                                            \
-                for (int g = 0; g < GR_CHUNK; g++) {                                                \
+                for (int g = 0; g < count; g++) {  /* count: GR_CHUNK or fewer, known when compiled */ \
                     gr_m##S##V above = s > st->hi[g];                                               \
                     if (!full) above &= valid;                                                      \
                     st->count[g] -= above;                                                          \
-                    unsure |= (s >= st->lo[g]) & ~above;                                            \
+                    unsure |= (s >= st->lo[g]) ^ above;  /* above implies s >= lo */               \
                 }                                                                                   \
                 if (!full) unsure &= valid;                                                         \
-                if (gr_any_##S##V(unsure))                                                          \
+                if (ANY(unsure))                                                                    \
                     for (int l = 0; l < GR_L##S##V; l++)                                            \
-                        if (unsure[l]) gr_resolve_##S##V(p, st, base + l, s[l]);                    \
+                        if (unsure[l]) gr_resolve_##S##V(p, hi, base + l, s[l]);                    \
             }                                                                                       \
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
-    /* One pass over row[0 .. n_items) less the sorted, disjoint train and test indices. */        \
-    ATTR static void gr_pass_##S##V(gr_pass* p, const T* row, int64_t n_items,                     \
-            const int32_t* train, int64_t n_train, const int32_t* test, int64_t n_test) {           \
-        gr_state##S##V st;                                                                          \
+    /* The segments of row[0 .. n_items) between the sorted, disjoint train and test indices. */   \
+    ATTR static inline __attribute__((always_inline)) void gr_walk_##S##V(gr_pass* p,              \
+            gr_state##S##V* st, const T* hi, int stats, int heap, int count, int careful,           \
+            const T* row, int64_t n_items, const int32_t* train, int64_t n_train,                   \
+            const int32_t* test, int64_t n_test) {                                                  \
         gr_m##S##V all = (gr_m##S##V){0} == 0, lane;                                                \
         int64_t t = 0, u = 0, start = 0, stop, j, left;                                             \
         T tail[GR_L##S##V];                                                                         \
         for (int l = 0; l < GR_L##S##V; l++) lane[l] = l;                                           \
-        st.min = (gr_v##S##V){0} + (T)INFINITY; st.max = (gr_v##S##V){0} - (T)INFINITY;             \
-        st.nan = (gr_m##S##V){0};                                                                   \
-        st.heap_min = p->heap_k ? (T)p->heap[0] : (T)INFINITY;                                      \
-        for (int g = 0; g < GR_CHUNK; g++) {  /* s > hi[g] exactly when s > ts + tol, and so on */  \
-            st.count[g] = (gr_m##S##V){0};                                                          \
-            p->above[g] = 0;                                                                        \
-            st.hi[g] = st.lo[g] = (T)INFINITY;                                                      \
-            if (g < p->n) {                                                                         \
-                double hi = p->ts[p->first + g] + p->tol, lo = p->ts[p->first + g] - p->tol;        \
-                st.hi[g] = (T)hi; st.lo[g] = (T)lo;                                                 \
-                if ((double)st.hi[g] > hi) st.hi[g] = NEXT(st.hi[g], -(T)INFINITY);                 \
-                if ((double)st.lo[g] < lo) st.lo[g] = NEXT(st.lo[g], (T)INFINITY);                  \
-            }                                                                                       \
-        }                                                                                           \
-        st.lowest = p->n ? st.lo[p->n - 1] : (T)INFINITY;                                           \
         for (;;) {                                                                                  \
             stop = n_items;                                                                         \
             if (t < n_train && train[t] < stop) stop = train[t];                                    \
             if (u < n_test && test[u] < stop) stop = test[u];                                       \
             for (j = start; j + GR_L##S##V <= stop; j += GR_L##S##V)                                \
-                gr_step_##S##V(p, &st, *(const gr_v##S##V*)(row + j), all, 1, j);                   \
+                gr_step_##S##V(p, st, hi, stats, heap, count, careful,                              \
+                               *(const gr_v##S##V*)(row + j), all, 1, j);                           \
             left = stop - j;                                                                        \
             if (left > 0) {  /* the lanes past the segment repeat its first item, and are masked */ \
                 for (int l = 0; l < GR_L##S##V; l++) tail[l] = row[j + (l < left ? l : 0)];         \
-                gr_step_##S##V(p, &st, *(const gr_v##S##V*)tail, lane < (IT)left, 0, j);            \
+                gr_step_##S##V(p, st, hi, stats, heap, count, careful,                              \
+                               *(const gr_v##S##V*)tail, lane < (IT)left, 0, j);                    \
             }                                                                                       \
             if (stop == n_items) break;                                                             \
             if (t < n_train && train[t] == stop) t++;                                               \
             if (u < n_test && test[u] == stop) u++;                                                 \
             start = stop + 1;                                                                       \
         }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    /* One pass over the pool; the kind of pass (its flags) is fixed when the loop is compiled. */  \
+    ATTR static void gr_pass_##S##V(gr_pass* p, const T* row, int64_t n_items,                     \
+            const int32_t* train, int64_t n_train, const int32_t* test, int64_t n_test) {           \
+        gr_state##S##V st;                                                                          \
+        T hi[GR_CHUNK];                                                                             \
+        st.min = (gr_v##S##V){0} + (T)INFINITY; st.max = (gr_v##S##V){0} - (T)INFINITY;             \
+        st.nan = (gr_m##S##V){0};                                                                   \
+        st.heap_min = (gr_v##S##V){0} + (p->heap_k ? (T)p->heap[0] : (T)INFINITY);                  \
+        for (int g = 0; g < GR_CHUNK; g++) {  /* s > hi[g] exactly when s > ts + tol, and so on */  \
+            T h = (T)INFINITY, l = (T)INFINITY;                                                     \
+            st.count[g] = (gr_m##S##V){0};                                                          \
+            p->above[g] = 0;                                                                        \
+            if (g < p->n) {                                                                         \
+                double dh = p->ts[p->first + g] + p->tol, dl = p->ts[p->first + g] - p->tol;        \
+                h = (T)dh; l = (T)dl;                                                               \
+                if ((double)h > dh) h = NEXT(h, -(T)INFINITY);                                      \
+                if ((double)l < dl) l = NEXT(l, (T)INFINITY);                                       \
+            }                                                                                       \
+            hi[g] = h;                                                                              \
+            st.hi[g] = (gr_v##S##V){0} + h; st.lo[g] = (gr_v##S##V){0} + l;                         \
+        }                                                                                           \
+        st.lowest = st.lo[p->n ? p->n - 1 : 0];  /* (every lo is +inf past n) */                    \
+        /* the thresholds past n are +inf: compare with 1, 2, 4 or GR_CHUNK of them */              \
+        int width = p->n <= 1 ? (int)p->n : p->n <= 2 ? 2 : p->n <= 4 ? 4 : GR_CHUNK;               \
+        if (p->heap_k) GR_WALK(S##V, 1, 1, 0, 0);                                                   \
+        else if (p->careful) GR_WALK(S##V, 0, 0, GR_CHUNK, 1);                                      \
+        else if (p->stats && width == 0) GR_WALK(S##V, 1, 0, 0, 0);                                 \
+        else if (p->stats && width == 1) GR_WALK(S##V, 1, 0, 1, 0);                                 \
+        else if (p->stats && width == 2) GR_WALK(S##V, 1, 0, 2, 0);                                 \
+        else if (p->stats && width == 4) GR_WALK(S##V, 1, 0, 4, 0);                                 \
+        else if (p->stats) GR_WALK(S##V, 1, 0, GR_CHUNK, 0);                                        \
+        else if (width == 1) GR_WALK(S##V, 0, 0, 1, 0);                                             \
+        else if (width == 2) GR_WALK(S##V, 0, 0, 2, 0);                                             \
+        else if (width == 4) GR_WALK(S##V, 0, 0, 4, 0);                                             \
+        else GR_WALK(S##V, 0, 0, GR_CHUNK, 0);                                                      \
         for (int g = 0; g < GR_CHUNK; g++)                                                          \
             for (int l = 0; l < GR_L##S##V; l++) p->above[g] += st.count[g][l];                     \
         p->min = INFINITY; p->max = -INFINITY; p->nan = 0;                                          \
@@ -249,19 +275,42 @@ cdef extern from *:
 
     GR_DEFINE_EXACT(float, f32)
     GR_DEFINE_EXACT(double, f64)
-    /* 16-byte vectors everywhere (SSE2, NEON); 32-byte ones where the CPU has AVX2 (x86-64) */
-    GR_DEFINE_PASS(float, f32, _16, int32_t, nextafterf, 16, )
-    GR_DEFINE_PASS(double, f64, _16, int64_t, nextafter, 16, )
+    /* One source, built three times: 16-byte vectors everywhere (SSE2, NEON), and on x86-64 also
+       32-byte (AVX2) and 64-byte (AVX-512) ones; the CPU's best is picked once, or the width that
+       GPURECO_VECTOR_BYTES names (16, 32 or 64: for tests). */
+    #include <stdlib.h>
     #if defined(__GNUC__) && defined(__x86_64__)
-    GR_DEFINE_PASS(float, f32, _32, int32_t, nextafterf, 32, __attribute__((target("avx2"))))
-    GR_DEFINE_PASS(double, f64, _32, int64_t, nextafter, 32, __attribute__((target("avx2"))))
-    static int gr_avx2(void) {
-        static int known = 0, has = 0;  /* a race between threads writes the same values */
-        if (!known) { __builtin_cpu_init(); has = __builtin_cpu_supports("avx2"); known = 1; }
-        return has;
-    }
-    #define GR_PASS(S) (gr_avx2() ? gr_pass_##S##_32 : gr_pass_##S##_16)
+    #include <immintrin.h>
+    #define GR_ANY_16(x) (_mm_movemask_epi8((__m128i)(x)) != 0)
+    #define GR_ANY_32(x) (!_mm256_testz_si256((__m256i)(x), (__m256i)(x)))
+    #define GR_ANY_64(x) (_mm512_test_epi32_mask((__m512i)(x), (__m512i)(x)) != 0)
     #else
+    typedef uint64_t gr_u64x2 __attribute__((vector_size(16)));
+    #define GR_ANY_16(x) ((((gr_u64x2)(x))[0] | ((gr_u64x2)(x))[1]) != 0)
+    #endif
+    GR_DEFINE_PASS(float, f32, _16, int32_t, nextafterf, 16, , GR_ANY_16)
+    GR_DEFINE_PASS(double, f64, _16, int64_t, nextafter, 16, , GR_ANY_16)
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #define GR_AVX2 __attribute__((target("arch=x86-64-v3")))
+    #define GR_AVX512 __attribute__((target("arch=x86-64-v4")))
+    GR_DEFINE_PASS(float, f32, _32, int32_t, nextafterf, 32, GR_AVX2, GR_ANY_32)
+    GR_DEFINE_PASS(double, f64, _32, int64_t, nextafter, 32, GR_AVX2, GR_ANY_32)
+    GR_DEFINE_PASS(float, f32, _64, int32_t, nextafterf, 64, GR_AVX512, GR_ANY_64)
+    GR_DEFINE_PASS(double, f64, _64, int64_t, nextafter, 64, GR_AVX512, GR_ANY_64)
+    static int gr_vector_bytes(void) {
+        static int bytes = 0;  /* a race between threads writes the same value */
+        if (!bytes) {
+            const char* asked = getenv("GPURECO_VECTOR_BYTES");
+            __builtin_cpu_init();
+            bytes = __builtin_cpu_supports("x86-64-v4") ? 64 : __builtin_cpu_supports("x86-64-v3") ? 32 : 16;
+            if (asked && atoi(asked) >= 16 && atoi(asked) < bytes) bytes = atoi(asked) >= 32 ? 32 : 16;
+        }
+        return bytes;
+    }
+    #define GR_PASS(S) (gr_vector_bytes() == 64 ? gr_pass_##S##_64 : gr_vector_bytes() == 32 ? gr_pass_##S##_32 \
+                                                                                           : gr_pass_##S##_16)
+    #else
+    static int gr_vector_bytes(void) { return 16; }
     #define GR_PASS(S) gr_pass_##S##_16
     #endif
     static void gr_pass_f32(gr_pass* p, const float* row, int64_t n_items, const int32_t* train,
@@ -299,6 +348,7 @@ cdef extern from *:
         int careful
         int64_t above[GR_CHUNK]
     void gr_heap_replace(double* heap, int64_t k, double v) noexcept nogil
+    int gr_vector_bytes() noexcept nogil
     double gr_exact_f32(const gr_model* md, int64_t j) noexcept nogil
     double gr_exact_f64(const gr_model* md, int64_t j) noexcept nogil
     void gr_pass_f32(gr_pass* p, const float* row, int64_t n_items, const int32_t* train, int64_t n_train,
@@ -529,6 +579,11 @@ def exact_scores(const factor_t[:, ::1] user_factors, const factor_t[:, ::1] ite
         for j in range(n_items):
             o[u, j] = exact_score(&model, j, user_factors[0, 0] if model.n_factors > 0 else <factor_t>0)
     return out
+
+
+def vector_bytes():
+    """The width of the vectors the ranking pass uses here (16, 32 or 64 bytes)."""
+    return gr_vector_bytes()
 
 
 def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, bint noise):

@@ -118,3 +118,43 @@ def test_the_plan_fills_the_budget_with_rows():
 def test_the_default_budget_grows_for_huge_catalogues(monkeypatch):
     monkeypatch.setattr(_engine, "DEFAULT_MAX_MEMORY", 1000)  # as if the catalogue were huge
     assert _engine.cpu_plan(200_000, 4) == 1
+
+
+WIDTH_SCRIPT = """
+import hashlib, sys, warnings
+import numpy as np, scipy.sparse as sp, gpureco
+from gpureco.engine._cpu_ranks import vector_bytes
+rng = np.random.default_rng(3)
+digest = hashlib.sha256()
+for dtype in (np.float32, np.float64):
+    A = rng.standard_normal((40, 6)).astype(dtype)
+    A[::7] = 0
+    B = rng.standard_normal((333, 6)).astype(dtype)
+    B[5] = B[9]  # exact ties
+    X_train = sp.random(40, 333, density=0.05, format="csr", random_state=1)
+    X_test = sp.random(40, 333, density=0.04, format="csr", random_state=2)
+    X_test = sp.csr_array(X_test - X_test.multiply(X_train > 0))
+    X_test.eliminate_zeros()
+    for metrics in (dict(all_metrics=True), dict()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=7, device="cpu", as_df=False, **metrics)
+        for name in sorted(out):
+            digest.update(np.ascontiguousarray(out[name]).tobytes())
+print(vector_bytes(), digest.hexdigest())
+"""
+
+
+def test_every_vector_width_gives_the_same_numbers():
+    """The pass built for 16-, 32- and 64-byte vectors (the CPU's best is used; narrower ones when asked)."""
+    import os
+    import subprocess
+    import sys
+    results = {}
+    for width in ("16", "32", "64"):
+        env = dict(os.environ, GPURECO_VECTOR_BYTES=width)
+        out = subprocess.run([sys.executable, "-c", WIDTH_SCRIPT], env=env, capture_output=True, text=True, check=True)
+        used, digest = out.stdout.split()
+        results[used] = digest
+    assert "16" in results
+    assert len(set(results.values())) == 1, results
