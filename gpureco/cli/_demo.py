@@ -7,11 +7,13 @@ import numpy as np
 from scipy.sparse.linalg import svds
 
 from .._recometrics import calc_reco_metrics
+from .._top_k import top_k
 from ..analysis._report import headline_columns, write_report
 from ..data import _io
 from ..data._datasets import make_interactions
 from ..data._interactions import to_csr
 from ..data._splitters import split_last_per_user
+from ._views import item_views
 
 
 def most_popular(X_train):
@@ -56,6 +58,9 @@ def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=PURE_SVD_FACTORS,
         notes = [f"{len(data):,} generated interactions ({n_users:,} users x {n_items:,} items, seed {seed}); the "
                  f"latest 20% of each user's interactions held out; PureSVD with {n_factors} factors against "
                  f"most-popular; K=1..{k}."]
+        lists = {name: top_k(A, B, k, X_train, item_biases=biases[0] if biases else None, device=device)[0]
+                 for name, (A, B, *biases) in models.items()}
         path = _io.write_whole(report, lambda tmp: write_report(results, tmp, activity=np.diff(X_train.indptr),
-                                                                 title="gpureco demo", notes=notes))
+                                                                 title="gpureco demo", notes=notes,
+                                                                 **item_views(lists, X_train, X_test, k)))
     return {name: frame[headline_columns(frame)] for name, frame in results.items()}, results, path
