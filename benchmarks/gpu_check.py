@@ -7,7 +7,9 @@
 3. runs the determinism tests on the GPU alone (the same call 5 times; batch sizes 1, 7,
    33 and all; shuffled users; given scores; results left on the device: bit-identical to
    each other and to the CPU);
-4. runs benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors);
+4. runs benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors),
+   and benchmarks/bench_training_loop.py on the GPU where torch is installed (the
+   Evaluator's share of a training epoch);
 5. writes one results file, <out>/gpu_check_<date>_<device>.md (and .json): device,
    driver, CUDA, library versions, commit, the test summaries and the benchmark table.
 
@@ -113,6 +115,15 @@ def main(argv=None):
                         *shlex.split(args.bench_args)], env=env)
     table = [line for line in output.splitlines() if line.startswith("|") or "GEMM" in line or "workspace" in line]
     steps["bench_gpu"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
+    try:  # the Evaluator's share of a training epoch on the GPU (needs torch)
+        import torch  # noqa: F401
+    except ImportError:
+        steps["bench_training_loop"] = {"ok": True, "summary": "skipped: torch is not installed"}
+    else:
+        code, output = run([sys.executable, "benchmarks/bench_training_loop.py", "--device", "gpu", "--out",
+                            str(bench_out)], env=env)
+        table = [line for line in output.splitlines() if line.startswith("|")]
+        steps["bench_training_loop"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
 
     date = dt.date.today().isoformat()
     device = str(info.get("device", "none"))
