@@ -380,8 +380,13 @@ class Evaluator:
 
 
 def _score_rows(scores, n_users, n_items, on_gpu):
-    """users -> float64 (len(users), n_items) score rows, on the backend's device."""
+    """users (sorted, distinct) -> (len(users), n_items) score rows, on the backend's device:
+    float64, or on the CPU float32 rows as they are (the ranking widens them exactly), and for
+    consecutive users a view of the matrix rather than a copy."""
     xp = _backend.cupy() if on_gpu else np
+
+    def as_rows(rows):
+        return rows if not on_gpu and rows.dtype == np.float32 else xp.asarray(rows, dtype=xp.float64)
 
     def checked(rows, what, shape):
         if rows.dtype.kind not in "fiub":
@@ -399,7 +404,12 @@ def _score_rows(scores, n_users, n_items, on_gpu):
     if callable(scores):
         def from_function(users):
             rows = on_backend(scores(users), f"score_fn's result for {users.shape[0]} users", (users.shape[0], n_items))
-            return xp.asarray(rows, dtype=xp.float64)
+            return as_rows(rows)
         return from_function
     matrix = on_backend(scores, "'scores'", (n_users, n_items))
-    return lambda users: xp.asarray(matrix[users], dtype=xp.float64)
+
+    def from_matrix(users):
+        if not on_gpu and users.shape[0] and int(users[-1]) - int(users[0]) == users.shape[0] - 1:
+            return as_rows(matrix[int(users[0]): int(users[-1]) + 1])
+        return as_rows(matrix[users])
+    return from_matrix

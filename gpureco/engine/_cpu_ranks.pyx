@@ -85,6 +85,8 @@ cdef extern from *:
         int64_t heap_k; double* heap;         /* heap_k > 0: keep the heap_k largest scores (a min-heap) */
         int64_t first, n;                     /* count the pool items above test items first .. first+n-1 */
         int careful;                          /* non-finite scores occur: decide them by the exact score */
+        int64_t budget;                       /* >= 0: the items it may decide exactly before it gives up */
+        int gave_up;                          /* the pass stopped there (a row of near ties) */
         int64_t above[GR_CHUNK];
     } gr_pass;
 
@@ -159,8 +161,9 @@ cdef extern from *:
         for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (s > hi[g]);       \
     }                                                                                               \
                                                                                                     \
-    /* one vector of scores s, items base .. base + GR_L - 1 (`valid` lanes only, unless full) */  \
-    ATTR static inline __attribute__((always_inline)) void gr_step_##S##V(gr_pass* p,              \
+    /* one vector of scores s, items base .. base + GR_L - 1 (`valid` lanes only, unless full);    \
+       1 when the pass gives up */                                                                \
+    ATTR static inline __attribute__((always_inline)) int gr_step_##S##V(gr_pass* p,               \
             gr_state##S##V* st, const T* hi, int stats, int heap, int count, int careful,           \
             gr_v##S##V s, gr_m##S##V valid, int full, int64_t base) {                               \
         if (stats) {                                                                                \
@@ -192,11 +195,15 @@ cdef extern from *:
                     unsure |= (s >= st->lo[g]) ^ above;  /* above implies s >= lo */               \
                 }                                                                                   \
                 if (!full) unsure &= valid;                                                         \
-                if (ANY(unsure))                                                                    \
+                if (ANY(unsure)) {                                                                  \
+                    int64_t n = 0;                                                                  \
                     for (int l = 0; l < GR_L##S##V; l++)                                            \
-                        if (unsure[l]) gr_resolve_##S##V(p, hi, base + l, s[l]);                    \
+                        if (unsure[l]) { gr_resolve_##S##V(p, hi, base + l, s[l]); n++; }           \
+                    if (p->budget >= 0 && (p->budget -= n) < 0) return p->gave_up = 1;              \
+                }                                                                                   \
             }                                                                                       \
         }                                                                                           \
+        return 0;                                                                                   \
     }                                                                                               \
                                                                                                     \
     /* The segments of row[0 .. n_items) between the sorted, disjoint train and test indices. */   \
@@ -213,13 +220,13 @@ cdef extern from *:
             if (t < n_train && train[t] < stop) stop = train[t];                                    \
             if (u < n_test && test[u] < stop) stop = test[u];                                       \
             for (j = start; j + GR_L##S##V <= stop; j += GR_L##S##V)                                \
-                gr_step_##S##V(p, st, hi, stats, heap, count, careful,                              \
-                               *(const gr_v##S##V*)(row + j), all, 1, j);                           \
+                if (gr_step_##S##V(p, st, hi, stats, heap, count, careful,                          \
+                                   *(const gr_v##S##V*)(row + j), all, 1, j)) return;               \
             left = stop - j;                                                                        \
             if (left > 0) {  /* the lanes past the segment repeat its first item, and are masked */ \
                 for (int l = 0; l < GR_L##S##V; l++) tail[l] = row[j + (l < left ? l : 0)];         \
-                gr_step_##S##V(p, st, hi, stats, heap, count, careful,                              \
-                               *(const gr_v##S##V*)tail, lane < (IT)left, 0, j);                    \
+                if (gr_step_##S##V(p, st, hi, stats, heap, count, careful,                          \
+                                   *(const gr_v##S##V*)tail, lane < (IT)left, 0, j)) return;        \
             }                                                                                       \
             if (stop == n_items) break;                                                             \
             if (t < n_train && train[t] == stop) t++;                                               \
@@ -346,6 +353,8 @@ cdef extern from *:
         double* heap
         int64_t first, n
         int careful
+        int64_t budget
+        int gave_up
         int64_t above[GR_CHUNK]
     void gr_heap_replace(double* heap, int64_t k, double v) noexcept nogil
     int gr_vector_bytes() noexcept nogil
@@ -428,12 +437,19 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
     p.ts, p.keys, p.m = w.scores, w.keys, n_test
 
     # first pass: the pool statistics, with the heap of the K largest scores or the first test items counted
-    p.stats, p.careful, p.first = 1, 0, 0
+    # (a row of near ties, such as a constant one, would have most items decided exactly: the pass
+    # gives up past n_items / 8 of them, and the statistics are taken alone first)
+    p.stats, p.careful, p.first, p.gave_up = 1, 0, 0, 0
     p.heap_k = max_rank if top_k else 0
     for i in range(p.heap_k):
         w.heap[i] = -INFINITY
     p.n = 0 if top_k else min(n_test, <int64_t>GR_CHUNK)
+    p.budget = n_items // 8
     one_pass(p, row, n_items, train_idx, n_train, test_idx, n_test)
+    if p.gave_up:
+        p.n = 0
+        one_pass(p, row, n_items, train_idx, n_train, test_idx, n_test)
+    p.budget = -1
     mn, mx, has_nan = p.min, p.max, p.nan
     for i in range(n_test):  # the test items are pool items too
         v = row[test_idx[i]]
@@ -463,7 +479,7 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
                 n_ranked += 1
         for i in range(n_ranked, n_test):
             ranks[w.tests[i].entry] = max_rank + 1
-    elif filter_finite:
+    elif filter_finite and not p.gave_up:
         counted = p.n
         for i in range(counted):
             w.above[i] = p.above[i]
