@@ -78,7 +78,9 @@ def test_every_output_choice_gives_the_same_numbers(data):
                   metrics=["P@3", "NDCG@3"])
     want = quiet(gpureco.evaluate, scores, X_test, X_train, metrics=["P@3", "NDCG@3"], device="cpu", user_ids=ids)
     np.testing.assert_allclose(lists.to_numpy(), want.loc[lists.index].to_numpy(), rtol=0, atol=1e-15)
-    as_numpy = quiet(gpureco.evaluate_lists, long, truth.rename(columns={"value": "rating"}), output="numpy")
+    as_numpy = quiet(gpureco.evaluate_lists, long.drop(columns="rank"), truth.rename(columns={"value": "rating"}),
+                     metrics=["P@3", "NDCG@3"], output="numpy")
+    np.testing.assert_array_equal(as_numpy["P@3"], lists["P@3"].to_numpy())  # ranked by score: the same lists
     assert list(as_numpy["user"]) == list(lists.index)
 
 

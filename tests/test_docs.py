@@ -25,6 +25,14 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
         assert f"gpureco.{name}" in api or f"gpureco.datasets.{name}" in api
     assert 'id="when-metrics-are-nan"' in (tmp_path / "html" / "metrics.html").read_text()
     assert "Exit codes" in (tmp_path / "html" / "cli.html").read_text()
+    # formulas work offline: MathJax is served with the docs, nothing is loaded from a CDN
+    metrics = (tmp_path / "html" / "metrics.html").read_text()
+    assert "_static/mathjax/tex-chtml-full.js" in metrics
+    assert (tmp_path / "html" / "_static" / "mathjax" / "tex-chtml-full.js").is_file()
+    for page in (tmp_path / "html").glob("*.html"):
+        assert "cdn.jsdelivr" not in page.read_text() and "cdnjs" not in page.read_text(), page.name
+    assert 'id="in-the-training-loop"' in (tmp_path / "html" / "training-loop.html").read_text()
+    assert "gpureco.Evaluator" in api
 
 
 def test_a_broken_link_fails_the_build(tmp_path):
