@@ -106,19 +106,24 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     shared = [c for c in group_by if c in truth.columns]
     max_k = int(selection.cutoffs.max())
 
-    # integer codes: lists (sorted by their keys), and items common to recs and truth
+    # integer codes: lists (sorted by their keys), and items common to recs and truth (sorted: ties of
+    # scores go by ascending item); the per-row arrays go as soon as they are used (1M lists of 10: 10M rows)
     keys = group_by + ["user"]
-    list_id = recs.groupby(keys, sort=True, dropna=False).ngroup().to_numpy(np.int64)
+    list_id, n_lists = _list_ids(recs, keys)
     item_codes, item_values = pd.factorize(pd.concat([recs["item"], truth["item"]], ignore_index=True), sort=True)
     n_codes = max(len(item_values), 1)
-    rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):]
+    rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):].copy()
     rec_key = list_id * n_codes + rec_item
-    _check_unique(rec_key, recs, "recs", keys)
+    by_key, sorted_key = _check_unique(rec_key, recs, "recs", keys)
+    del rec_key
     rank = _ranks(recs, by, list_id, rec_item, keys)
+    del rec_item, item_codes
 
     # the evaluated lists: (run, user) pairs with truth, and with include_missing the truth users without a list
-    first = np.unique(list_id, return_index=True)[1]
-    lists = recs[keys].iloc[first].reset_index(drop=True).assign(_list=np.arange(first.size))
+    some_row = np.empty(n_lists, dtype=np.int64)
+    some_row[list_id] = np.arange(list_id.size)  # a row of each list: they share the key columns
+    del list_id
+    lists = recs[keys].iloc[some_row].reset_index(drop=True).assign(_list=np.arange(n_lists))
     truth_users = truth[shared + ["user"]].drop_duplicates()
     if include_missing:
         if group_by:
@@ -135,18 +140,20 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     # one entry per (evaluated list, truth item): its position in the list, or max_k + 1 if absent
     gains = _gains(truth, gain)
     truth_items = pd.DataFrame({**{c: truth[c] for c in shared + ["user"]}, "_item": truth_item, "_gain": gains})
-    _check_unique(truth_items.groupby(shared + ["user", "_item"], sort=False, dropna=False).ngroup()
-                  .to_numpy(np.int64), truth, "truth", shared + ["user"])
+    truth_lists = (truth.groupby(shared + ["user"], sort=False, dropna=False).ngroup().to_numpy(np.int64) if shared
+                   else pd.factorize(truth["user"])[0].astype(np.int64))
+    _check_unique(truth_lists * n_codes + truth_item, truth, "truth", shared + ["user"])
     entries = rows[shared + ["user", "_list"]].assign(_row=np.arange(len(rows))).merge(truth_items, on=shared + ["user"])
-    entries = entries.iloc[np.argsort(entries["_row"].to_numpy(), kind="stable")]
-    listed = rank <= max_k
-    order = np.argsort(rec_key[listed], kind="stable")
-    # a sentinel key above every other: searchsorted then always lands on an existing slot
-    known_keys = np.append(rec_key[listed][order], np.iinfo(np.int64).max)
-    known_ranks = np.append(rank[listed][order], 0)
+    entry_row = entries["_row"].to_numpy()
+    if np.any(entry_row[1:] < entry_row[:-1]):  # (pandas keeps the left frame's order: this is a safeguard)
+        entries = entries.iloc[np.argsort(entry_row, kind="stable")]
     entry_key = entries["_list"].to_numpy(np.int64) * n_codes + entries["_item"].to_numpy(np.int64)  # < 0: no list
-    at = np.searchsorted(known_keys, entry_key)
-    entry_rank = np.where(known_keys[at] == entry_key, known_ranks[at], max_k + 1)
+    entry_rank = np.full(entry_key.size, max_k + 1, dtype=np.int64)  # absent, or listed beyond every cut-off
+    if sorted_key.size:
+        at = np.minimum(np.searchsorted(sorted_key, entry_key), sorted_key.size - 1)
+        found = sorted_key[at] == entry_key
+        entry_rank[found] = np.minimum(rank[by_key[at[found]]], max_k + 1)
+    del sorted_key, by_key, rank
 
     n_test = np.bincount(entries["_row"].to_numpy(np.int64), minlength=len(rows)).astype(np.int64)
     values = metrics_from_ranks(entry_rank, entries["_gain"].to_numpy(np.float64), n_test,
@@ -156,7 +163,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     out = pd.DataFrame(select_columns(values, selection), index=index)
     out.attrs["nan_reasons"] = {"rule 8": int(np.isnan(values["NDCG@K"][:, 0]).sum())} if "NDCG@K" in values else {}
     out.attrs["nan_reasons"] = {rule: n for rule, n in out.attrs["nan_reasons"].items() if n}
-    out.attrs["lists_without_truth"] = int(first.size - (rows["_list"] >= 0).sum())
+    out.attrs["lists_without_truth"] = int(n_lists - (rows["_list"] >= 0).sum())
     if output == "pandas":
         return out
     keys = {name: out.index.get_level_values(name).to_numpy() for name in out.index.names}
@@ -211,14 +218,32 @@ def _check_columns(recs, truth, group_by):
     return by[0]
 
 
+def _list_ids(recs, keys):
+    """(each row's list number, the number of lists): lists numbered in the order of their keys.
+    Lists of one numeric user column already in order (the usual output of a recommender) are
+    numbered in one pass; other keys are grouped by pandas."""
+    users = recs["user"]
+    if keys == ["user"] and pd.api.types.is_numeric_dtype(users) and not pd.api.types.is_bool_dtype(users):
+        values = users.to_numpy()
+        if values.size and bool(np.all(values[1:] >= values[:-1])):
+            list_id = np.zeros(values.size, dtype=np.int64)
+            np.cumsum(values[1:] != values[:-1], out=list_id[1:])
+            return list_id, int(list_id[-1]) + 1
+    groups = recs.groupby(keys, sort=True, dropna=False)
+    return groups.ngroup().to_numpy(np.int64), groups.ngroups
+
+
 def _check_unique(key, frame, name, keys):
-    """No (list, item) pair twice: `key` numbers the pairs of `frame`'s rows."""
+    """No (list, item) pair twice: `key` numbers the pairs of `frame`'s rows. (the rows in key
+    order (a stable argsort), the keys in that order)."""
     order = np.argsort(key, kind="stable")
-    repeated = np.flatnonzero(np.diff(key[order]) == 0)
+    sorted_key = key[order]
+    repeated = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
     if repeated.size:
         row = frame[keys + ["item"]].iloc[int(order[repeated[0] + 1])]
         raise ValueError(f"'{name}' has {repeated.size} duplicate ({', '.join(keys)}, item) rows, for example "
                          f"{_describe(row, keys + ['item'])}; an item can appear once per list.")
+    return order, sorted_key
 
 
 def _describe(row, columns):
@@ -228,7 +253,20 @@ def _describe(row, columns):
 
 def _ranks(recs, by, list_id, item, keys):
     """Each row's position in its list: the given rank (checked to be 1..n), or by descending score."""
-    values = v.numeric_column(recs, by, "recs", finite=True)
+    integers = by == "rank" and recs[by].dtype.kind in "iu"
+    values = recs[by].to_numpy() if integers else v.numeric_column(recs, by, "recs", finite=True)
+    if by == "rank":  # 1..n once in each list of n rows: every (list, rank) slot is filled, without a sort
+        length = np.bincount(list_id)
+        whole = True if integers else bool(np.all(values == np.floor(values)))
+        if whole and np.all((values >= 1) & (values <= length[list_id])):
+            slot = (np.cumsum(length) - length - 1)[list_id]
+            slot += values.astype(np.int64, copy=False)
+            filled = np.zeros(slot.size, dtype=bool)
+            filled[slot] = True
+            if filled.all():
+                return values
+        values = values.astype(np.float64)
+    # ranks by sorting: by score, or to say which list's ranks are wrong
     order = np.lexsort((values, list_id)) if by == "rank" else np.lexsort((item, -values, list_id))
     sorted_list = list_id[order]
     starts = np.flatnonzero(np.r_[True, sorted_list[1:] != sorted_list[:-1]]) if order.size else np.zeros(0, int)
