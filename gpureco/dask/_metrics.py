@@ -195,10 +195,11 @@ def _evaluate_partition(start, stop, scores, train, test, score_fn, n_items, met
 
 
 def _check_options(options, name):
+    """Refuse the options that the partitions cannot honour, before any work."""
     for refused in ("as_df", "output") + (("user_ids",) if name == "top_k" else ()):
         if refused in options:
             raise TypeError(f"gpureco.dask.{name} has no option {refused!r}: its 'output' is "
-                            f"{'numpy' if name == 'top_k' else 'pandas'} or 'dask' (one row per user, in user order).")
+                            f"'{'numpy' if name == 'top_k' else 'pandas'}' or 'dask' (one row per user, in user order).")
     if options.get("break_ties_with_noise"):
         raise ValueError("break_ties_with_noise=True is not supported on Dask: its random tie keys follow each user's "
                          "row within one call, so they would change with the partitions. Break ties by item index "
