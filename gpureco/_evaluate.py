@@ -380,7 +380,7 @@ class Evaluator:
 
 
 def _score_rows(scores, n_users, n_items, on_gpu):
-    """users (sorted, distinct) -> (len(users), n_items) score rows, on the backend's device:
+    """users (distinct) -> (len(users), n_items) score rows, on the backend's device:
     float64, or on the CPU float32 rows as they are (the ranking widens them exactly), and for
     consecutive users a view of the matrix rather than a copy."""
     xp = _backend.cupy() if on_gpu else np
@@ -409,7 +409,8 @@ def _score_rows(scores, n_users, n_items, on_gpu):
     matrix = on_backend(scores, "'scores'", (n_users, n_items))
 
     def from_matrix(users):
-        if not on_gpu and users.shape[0] and int(users[-1]) - int(users[0]) == users.shape[0] - 1:
+        # consecutive rows (checked, not assumed: Evaluator.update asks for rows in the caller's order)
+        if not on_gpu and users.shape[0] and np.all(np.diff(users) == 1):
             return as_rows(matrix[int(users[0]): int(users[-1]) + 1])
         return as_rows(matrix[users])
     return from_matrix
