@@ -10,7 +10,7 @@ from .._lists import evaluate_lists as evaluate_lists_one
 from . import _partitions as parts
 
 
-def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=5, *, include_missing=False, group_by=None,
+def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
                    gain="linear", client=None, npartitions=None):
     """:func:`gpureco.evaluate_lists` on Dask DataFrames of lists and held-out items.
 
