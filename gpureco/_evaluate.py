@@ -317,8 +317,12 @@ class Evaluator:
     def merge(self, *states):
         """Add other states (from state(), or Evaluators on the same interactions) to this one."""
         for state in states:
-            values, evaluated, nan_counts = self._checked_state(state.state() if isinstance(state, Evaluator)
-                                                                else state)
+            if isinstance(state, Evaluator):
+                if state.columns != self.columns or (state.n_users, state.n_items) != (self.n_users, self.n_items):
+                    raise ValueError(f"merge() takes Evaluators of the same metrics and interactions; got {state!r} "
+                                     f"for {self!r}.")
+                state = state.state()
+            values, evaluated, nan_counts = self._checked_state(state)
             self._check_once(self._evaluated + evaluated)
             self._values = self._values + values
             self._evaluated = self._evaluated + evaluated

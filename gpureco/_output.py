@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import _optional
-from ._validation import check_choice
+from ._validation import check_choice, plain_array
 from .engine import _backend
 
 OUTPUTS = ("pandas", "numpy", "cupy", "torch")
@@ -75,7 +75,7 @@ def user_index(user_ids, n_users, name="user_ids"):
     (the row numbers) when not given."""
     if user_ids is None:
         return None
-    ids = pd.Index(_backend.to_host(user_ids, name) if not isinstance(user_ids, pd.Index) else user_ids)
+    ids = user_ids if isinstance(user_ids, pd.Index) else pd.Index(_backend.to_host(plain_array(user_ids), name))
     if ids.ndim != 1 or len(ids) != n_users:
         raise ValueError(f"'{name}' must hold one id per row of 'X_test' ({n_users}); got {len(ids)} ids.")
     if not ids.is_unique:

@@ -129,6 +129,8 @@ def test_a_user_evaluated_twice_is_refused_in_a_batch_across_batches_and_across_
     other.update([4], scores[[4]])
     with pytest.raises(ValueError, match=r"evaluated more than once .*user 4 .*DistributedSampler"):
         ev.merge(other)
+    with pytest.raises(ValueError, match="merge\\(\\) takes Evaluators of the same metrics"):
+        ev.merge(gpureco.Evaluator(X_test, X_train, metrics=["R", "AP", "NDCG"], device="cpu"))
     ev.reset()
     ev.update([4], scores[[4]])  # after a reset, a user can be evaluated again
     assert ev.summary()["users"] == 1.0
@@ -165,6 +167,9 @@ def test_user_ids_index_the_results_and_dict_outputs_name_the_rows():
     np.testing.assert_array_equal(out["P@3"], ev.compute()["P@3"].to_numpy())
     with pytest.raises(ValueError, match="'user_ids' must hold one id per row of 'X_test' \\(12\\); got 3"):
         gpureco.Evaluator(X_test, X_train, user_ids=[1, 2, 3], device="cpu")
+    torch = pytest.importorskip("torch")
+    from_tensor = gpureco.Evaluator(X_test, X_train, metrics=["P@3"], user_ids=torch.arange(100, 112), device="cpu")
+    assert from_tensor(A, B).index.tolist() == list(range(100, 112))
     with pytest.raises(ValueError, match="'user_ids' must hold distinct ids; 'u0'"):
         gpureco.Evaluator(X_test, X_train, user_ids=["u0"] * 12, device="cpu")
 
