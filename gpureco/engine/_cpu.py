@@ -42,9 +42,11 @@ def score_block(user_rows, B, biases, out):
     return scores
 
 
-def rank_users(problem, users, batch_size, nthreads, max_rank=0):
+def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True):
     """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time;
-    with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1)."""
+    with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1).
+    With `overlap`, a batch's scores are computed while the threads rank the batch before (two
+    blocks of scores: BLAS's threads work instead of spinning while the ranking runs)."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz)
     train, test, n_items = problem.X_train, problem.X_test, problem.n_items
     given = problem.score_rows is not None  # the scores themselves: F = 0 factors, no error
@@ -53,25 +55,33 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0):
                                     n_items)
     # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
     item_abs_max, bias_abs_max, items_finite = checked_magnitudes(B, biases)
-    block = np.empty(0 if given else n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
+    starts = range(0, users.shape[0], batch_size)
+    blocks = [np.empty(0 if given else n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
+              for _ in range(2 if overlap and len(starts) > 1 else 1)]
     with ThreadPoolExecutor(max_workers=nthreads) as pool:
-        for begin in range(0, users.shape[0], batch_size):
+        ranking = []
+        for number, begin in enumerate(starts):
             batch = users[begin: begin + batch_size]
             if given:
                 scores = np.ascontiguousarray(problem.score_rows(batch))
                 user_rows, items = np.zeros((batch.shape[0], 0), scores.dtype), np.zeros((n_items, 0), scores.dtype)
             else:
                 user_rows, items = np.ascontiguousarray(A[batch]), B
-                scores = score_block(user_rows, B, biases, block)
+                scores = score_block(user_rows, B, biases, blocks[number % len(blocks)])
             tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
-            bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
-            jobs = [pool.submit(rank_test_items, scores, user_rows, items, biases, has_bias, items_finite, tol, batch,
-                                train.indptr, train.indices, test.indptr, test.indices, result.ranks,
-                                result.pool_min, result.pool_max, result.nonfinite, problem.seed,
-                                problem.break_ties_with_noise, max_rank, int(lo), int(hi), given)
-                    for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-            for job in jobs:
+            for job in ranking:  # the batch before: its block is free again
                 job.result()
+            bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
+            ranking = [pool.submit(rank_test_items, scores, user_rows, items, biases, has_bias, items_finite, tol, batch,
+                                   train.indptr, train.indices, test.indptr, test.indices, result.ranks,
+                                   result.pool_min, result.pool_max, result.nonfinite, problem.seed,
+                                   problem.break_ties_with_noise, max_rank, int(lo), int(hi), given)
+                       for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+            if len(blocks) == 1:
+                for job in ranking:
+                    job.result()
+        for job in ranking:
+            job.result()
     return result
 
 

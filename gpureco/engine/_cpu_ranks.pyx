@@ -66,6 +66,7 @@ cdef extern from *:
     }
 
     #define GR_CHUNK 8   /* test items compared with each vector of scores in one pass */
+    #define GR_WAITING 32  /* items whose exact scores are computed together */
 
     typedef struct {  /* what an exact score needs, for one user */
         const void* a;       /* the user's factors */
@@ -87,6 +88,9 @@ cdef extern from *:
         int careful;                          /* non-finite scores occur: decide them by the exact score */
         int64_t budget;                       /* >= 0: the items it may decide exactly before it gives up */
         int gave_up;                          /* the pass stopped there (a row of near ties) */
+        int waiting;                          /* items to decide exactly, gathered to be decided together */
+        int64_t item[GR_WAITING];
+        double filter[GR_WAITING];
         int64_t above[GR_CHUNK];
     } gr_pass;
 
@@ -117,6 +121,32 @@ cdef extern from *:
             for (int64_t f = 0; f < md->n_factors; f++) acc = acc + (double)a[f] * (double)b[f];   \
         }                                                                                           \
         return md->bias ? acc + md->bias[j] : acc;                                                  \
+    }                                                                                               \
+                                                                                                    \
+    /* gr_exact of items j[0 .. n-1], four at a time: four chains in flight, each in the defined     \
+       order (the same numbers; a chain waits on every addition, four keep the adder busy) */      \
+    static inline void gr_exact_some_##S(const gr_model* md, const int64_t* j, int n, double* out) { \
+        int i = 0;                                                                                  \
+        if (!md->given && !md->zero) {                                                              \
+            const T* a = (const T*)md->a;                                                           \
+            for (; i + 4 <= n; i += 4) {                                                            \
+                const T* b0 = (const T*)md->B + j[i] * md->n_factors;                               \
+                const T* b1 = (const T*)md->B + j[i + 1] * md->n_factors;                           \
+                const T* b2 = (const T*)md->B + j[i + 2] * md->n_factors;                           \
+                const T* b3 = (const T*)md->B + j[i + 3] * md->n_factors;                           \
+                double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;                                      \
+                for (int64_t f = 0; f < md->n_factors; f++) {                                       \
+                    double af = (double)a[f];                                                       \
+                    s0 = s0 + af * (double)b0[f]; s1 = s1 + af * (double)b1[f];                     \
+                    s2 = s2 + af * (double)b2[f]; s3 = s3 + af * (double)b3[f];                     \
+                }                                                                                   \
+                out[i] = md->bias ? s0 + md->bias[j[i]] : s0;                                       \
+                out[i + 1] = md->bias ? s1 + md->bias[j[i + 1]] : s1;                               \
+                out[i + 2] = md->bias ? s2 + md->bias[j[i + 2]] : s2;                               \
+                out[i + 3] = md->bias ? s3 + md->bias[j[i + 3]] : s3;                               \
+            }                                                                                       \
+        }                                                                                           \
+        for (; i < n; i++) out[i] = gr_exact_##S(md, j[i]);                                         \
     }                                                                                               \
                                                                                                     \
     /* minimum, maximum and NaN flag of the exact scores of the pool (the row less train) */        \
@@ -154,11 +184,20 @@ cdef extern from *:
         gr_v##S##V hi[GR_CHUNK], lo[GR_CHUNK], lowest;                                              \
     } gr_state##S##V;                                                                               \
                                                                                                     \
-    /* item j (filter score s) by its exact score: its count, less what the filter counted */      \
-    ATTR static void gr_resolve_##S##V(gr_pass* p, const T* hi, int64_t j, T s) {                  \
-        int64_t c = gpureco_count_outranking(p->ts, p->keys, p->m, gr_exact_##S(p->model, j),      \
-                                             gpureco_tie_key(p->seed, p->user, j, p->noise));       \
-        for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (s > hi[g]);       \
+    /* the waiting items by their exact scores: their counts, less what the filter counted; 1 when \
+       the pass gives up (past its budget) */                                                       \
+    ATTR static int gr_resolve_##S##V(gr_pass* p, const T* hi) {                                   \
+        double exact[GR_WAITING];                                                                   \
+        gr_exact_some_##S(p->model, p->item, p->waiting, exact);                                    \
+        for (int i = 0; i < p->waiting; i++) {                                                      \
+            int64_t c = gpureco_count_outranking(p->ts, p->keys, p->m, exact[i],                    \
+                                                 gpureco_tie_key(p->seed, p->user, p->item[i], p->noise)); \
+            for (int g = 0; g < GR_CHUNK; g++) p->above[g] += (c <= p->first + g) - (p->filter[i] > hi[g]); \
+        }                                                                                           \
+        int stop = p->budget >= 0 && (p->budget -= p->waiting) < 0;                                 \
+        p->waiting = 0;                                                                             \
+        if (stop) p->gave_up = 1;                                                                   \
+        return stop;                                                                                \
     }                                                                                               \
                                                                                                     \
     /* one vector of scores s, items base .. base + GR_L - 1 (`valid` lanes only, unless full);    \
@@ -196,10 +235,12 @@ cdef extern from *:
                 }                                                                                   \
                 if (!full) unsure &= valid;                                                         \
                 if (ANY(unsure)) {                                                                  \
-                    int64_t n = 0;                                                                  \
                     for (int l = 0; l < GR_L##S##V; l++)                                            \
-                        if (unsure[l]) { gr_resolve_##S##V(p, hi, base + l, s[l]); n++; }           \
-                    if (p->budget >= 0 && (p->budget -= n) < 0) return p->gave_up = 1;              \
+                        if (unsure[l]) {                                                            \
+                            p->item[p->waiting] = base + l;                                         \
+                            p->filter[p->waiting++] = s[l];                                         \
+                        }                                                                           \
+                    if (p->waiting > GR_WAITING - GR_L##S##V) return gr_resolve_##S##V(p, hi);      \
                 }                                                                                   \
             }                                                                                       \
         }                                                                                           \
@@ -233,6 +274,7 @@ cdef extern from *:
             if (u < n_test && test[u] == stop) u++;                                                 \
             start = stop + 1;                                                                       \
         }                                                                                           \
+        if (count && p->waiting) gr_resolve_##S##V(p, hi);                                          \
     }                                                                                               \
                                                                                                     \
     /* One pass over the pool; the kind of pass (its flags) is fixed when the loop is compiled. */  \
@@ -242,6 +284,7 @@ cdef extern from *:
         T hi[GR_CHUNK];                                                                             \
         st.min = (gr_v##S##V){0} + (T)INFINITY; st.max = (gr_v##S##V){0} - (T)INFINITY;             \
         st.nan = (gr_m##S##V){0};                                                                   \
+        p->waiting = 0;                                                                             \
         st.heap_min = (gr_v##S##V){0} + (p->heap_k ? (T)p->heap[0] : (T)INFINITY);                  \
         for (int g = 0; g < GR_CHUNK; g++) {  /* s > hi[g] exactly when s > ts + tol, and so on */  \
             T h = (T)INFINITY, l = (T)INFINITY;                                                     \
@@ -426,6 +469,9 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
     cdef int has_nan
     cdef bint filter_finite, top_k = 0 < max_rank < n_items - n_train
 
+    if p.model.zero and p.model.bias == NULL:  # every defined score is 0: NaN rule 5, known without a pass
+        pool_min[0], pool_max[0], nonfinite[0] = 0.0, 0.0, 0
+        return
     for i in range(n_test):
         w.tests[i].score = exact_score(p.model, test_idx[i], row[0])
         w.tests[i].key = gpureco_tie_key(p.seed, p.user, test_idx[i], p.noise)
@@ -438,13 +484,13 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
 
     # first pass: the pool statistics, with the heap of the K largest scores or the first test items counted
     # (a row of near ties, such as a constant one, would have most items decided exactly: the pass
-    # gives up past n_items / 8 of them, and the statistics are taken alone first)
+    # gives up past n_items / 64 of them, and the statistics are taken alone first)
     p.stats, p.careful, p.first, p.gave_up = 1, 0, 0, 0
     p.heap_k = max_rank if top_k else 0
     for i in range(p.heap_k):
         w.heap[i] = -INFINITY
     p.n = 0 if top_k else min(n_test, <int64_t>GR_CHUNK)
-    p.budget = n_items // 8
+    p.budget = n_items // 64
     one_pass(p, row, n_items, train_idx, n_train, test_idx, n_test)
     if p.gave_up:
         p.n = 0

@@ -18,6 +18,7 @@ from ._registry import K_BOUND_IN_POOL, NAN_REASONS
 from ._scores import row_entries
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
+CPU_BLOCK_BYTES, CPU_BLOCK_USERS = 48 * 2**20, 64  # the CPU score block's size where the budget allows
 
 
 @dataclass
@@ -45,17 +46,23 @@ class Problem:
 
 
 def cpu_plan(n_items, itemsize, max_memory=None, batch_size=None):
-    """Users per CPU score block: as many rows of `itemsize`-byte scores as fit in `max_memory`
-    bytes (the ranking threads read the block's rows in place, with no rows of their own). An
-    explicit budget below one user's row is an error; the default (DEFAULT_MAX_MEMORY) grows to
-    that minimum for huge catalogues. `batch_size`, when given, is taken as it is."""
+    """(users per CPU score block, blocks): two blocks where the budget holds them (one is scored
+    while the other is ranked), of rows of `itemsize`-byte scores; a block is about
+    CPU_BLOCK_BYTES (the cache holds it between the product and the ranking) but at least
+    CPU_BLOCK_USERS (the product reads every item's factors once a block), and the blocks never
+    take more than `max_memory` bytes (the ranking threads read their rows in place). An explicit
+    budget below one user's row is an error; the default (DEFAULT_MAX_MEMORY) grows to that
+    minimum for huge catalogues. `batch_size`, when given, is taken as it is."""
     row_bytes = max(1, n_items * itemsize)
     if max_memory is None:
         max_memory = max(DEFAULT_MAX_MEMORY, row_bytes)
     elif max_memory < row_bytes:
         raise ValueError(f"'max_memory' must be at least {row_bytes} bytes for {n_items} items (one user's row of "
                          f"{itemsize}-byte scores); got {max_memory}.")
-    return batch_size if batch_size is not None else max_memory // row_bytes
+    blocks = 2 if max_memory >= 2 * row_bytes else 1
+    if batch_size is not None:
+        return batch_size, (2 if max_memory >= 2 * batch_size * row_bytes else 1)
+    return min(max_memory // (blocks * row_bytes), max(CPU_BLOCK_USERS, CPU_BLOCK_BYTES // row_bytes)), blocks
 
 
 def on_device(problem):
@@ -110,12 +117,12 @@ def _evaluate(problem, request, rows=None):
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         ranking = _gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
     else:
-        # given scores: the caller's rows and their float64 conversion
+        # given scores: the caller's rows and their float64 conversion, a batch ranked and the next
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
-        batch_size = cpu_plan(problem.n_items, itemsize, max_memory, request.batch_size)
+        batch_size, blocks = cpu_plan(problem.n_items, itemsize, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
-        ranking = _cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank)
+        ranking = _cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2)
     # integers from here on: the metrics are computed on the host, in one defined order
     nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
     pool_min, pool_max = host_array(ranking.pool_min)[rows], host_array(ranking.pool_max)[rows]

@@ -104,12 +104,15 @@ def test_constant_and_tied_rows_of_given_scores(rng, dtype):
     assert np.isnan(got.to_numpy()[3]).all()
 
 
-def test_the_plan_fills_the_budget_with_rows():
-    row = 200_000 * 4
-    assert _engine.cpu_plan(200_000, 4, 100 * row) == 100
-    assert _engine.cpu_plan(200_000, 4, 100 * row + row - 1) == 100
-    assert _engine.cpu_plan(200_000, 4, 100 * row, batch_size=3) == 3
-    assert _engine.cpu_plan(200_000, 4) == _engine.DEFAULT_MAX_MEMORY // row
+def test_the_plan_sizes_two_blocks_for_the_cache_within_the_budget():
+    row = 200_000 * 4  # 60 rows make CPU_BLOCK_BYTES: a block holds CPU_BLOCK_USERS (64) users
+    assert _engine.cpu_plan(200_000, 4, 200 * row) == (64, 2)
+    assert _engine.cpu_plan(200_000, 4, 41 * row) == (20, 2)  # the budget first, for both blocks
+    assert _engine.cpu_plan(200_000, 4, row) == (1, 1)  # one block where two do not fit
+    assert _engine.cpu_plan(200_000, 4) == (64, 2)
+    assert _engine.cpu_plan(50_000, 4) == (_engine.CPU_BLOCK_BYTES // (50_000 * 4), 2)
+    assert _engine.cpu_plan(200_000, 4, 100 * row, batch_size=3) == (3, 2)
+    assert _engine.cpu_plan(200_000, 4, 5 * row, batch_size=3) == (3, 1)
     with pytest.raises(ValueError, match=r"'max_memory' must be at least 800000 bytes for 200000 items \(one user's "
                                          r"row of 4-byte scores\); got 799999"):
         _engine.cpu_plan(200_000, 4, row - 1)
@@ -117,7 +120,7 @@ def test_the_plan_fills_the_budget_with_rows():
 
 def test_the_default_budget_grows_for_huge_catalogues(monkeypatch):
     monkeypatch.setattr(_engine, "DEFAULT_MAX_MEMORY", 1000)  # as if the catalogue were huge
-    assert _engine.cpu_plan(200_000, 4) == 1
+    assert _engine.cpu_plan(200_000, 4) == (1, 1)
 
 
 WIDTH_SCRIPT = """
