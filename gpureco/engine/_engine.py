@@ -46,23 +46,23 @@ class Problem:
 
 
 def cpu_plan(n_items, itemsize, max_memory=None, batch_size=None):
-    """(users per CPU score block, blocks): two blocks where the budget holds them (one is scored
-    while the other is ranked), of rows of `itemsize`-byte scores; a block is about
+    """(users per CPU score block, blocks) for rows of `itemsize`-byte scores. A block is about
     CPU_BLOCK_BYTES (the cache holds it between the product and the ranking) but at least
-    CPU_BLOCK_USERS (the product reads every item's factors once a block), and the blocks never
-    take more than `max_memory` bytes (the ranking threads read their rows in place). An explicit
-    budget below one user's row is an error; the default (DEFAULT_MAX_MEMORY) grows to that
-    minimum for huge catalogues. `batch_size`, when given, is taken as it is."""
+    CPU_BLOCK_USERS users (the product reads every item's factors once a block); two such
+    blocks where `max_memory` holds them (one is scored while the other is ranked), else one,
+    as large as the budget allows up to that size (the ranking threads read the rows in place).
+    An explicit budget below one user's row is an error; the default (DEFAULT_MAX_MEMORY) grows
+    to that minimum for huge catalogues. `batch_size`, when given, is taken as it is."""
     row_bytes = max(1, n_items * itemsize)
     if max_memory is None:
         max_memory = max(DEFAULT_MAX_MEMORY, row_bytes)
     elif max_memory < row_bytes:
         raise ValueError(f"'max_memory' must be at least {row_bytes} bytes for {n_items} items (one user's row of "
                          f"{itemsize}-byte scores); got {max_memory}.")
-    blocks = 2 if max_memory >= 2 * row_bytes else 1
-    if batch_size is not None:
-        return batch_size, (2 if max_memory >= 2 * batch_size * row_bytes else 1)
-    return min(max_memory // (blocks * row_bytes), max(CPU_BLOCK_USERS, CPU_BLOCK_BYTES // row_bytes)), blocks
+    users = batch_size if batch_size is not None else max(CPU_BLOCK_USERS, CPU_BLOCK_BYTES // row_bytes)
+    if 2 * users * row_bytes <= max_memory:
+        return users, 2
+    return (batch_size if batch_size is not None else min(users, max_memory // row_bytes)), 1
 
 
 def on_device(problem):

@@ -104,13 +104,15 @@ def test_constant_and_tied_rows_of_given_scores(rng, dtype):
     assert np.isnan(got.to_numpy()[3]).all()
 
 
-def test_the_plan_sizes_two_blocks_for_the_cache_within_the_budget():
+def test_the_plan_sizes_blocks_for_the_cache_within_the_budget():
     row = 200_000 * 4  # 60 rows make CPU_BLOCK_BYTES: a block holds CPU_BLOCK_USERS (64) users
-    assert _engine.cpu_plan(200_000, 4, 200 * row) == (64, 2)
-    assert _engine.cpu_plan(200_000, 4, 41 * row) == (20, 2)  # the budget first, for both blocks
-    assert _engine.cpu_plan(200_000, 4, row) == (1, 1)  # one block where two do not fit
+    assert _engine.cpu_plan(200_000, 4, 200 * row) == (64, 2)  # two blocks: one scored, one ranked
+    assert _engine.cpu_plan(200_000, 4, 100 * row) == (64, 1)  # one full block rather than two small ones
+    assert _engine.cpu_plan(200_000, 4, 41 * row) == (41, 1)  # the budget first
+    assert _engine.cpu_plan(200_000, 4, row) == (1, 1)
     assert _engine.cpu_plan(200_000, 4) == (64, 2)
     assert _engine.cpu_plan(50_000, 4) == (_engine.CPU_BLOCK_BYTES // (50_000 * 4), 2)
+    assert _engine.cpu_plan(1_000_000, 4) == (64, 1)
     assert _engine.cpu_plan(200_000, 4, 100 * row, batch_size=3) == (3, 2)
     assert _engine.cpu_plan(200_000, 4, 5 * row, batch_size=3) == (3, 1)
     with pytest.raises(ValueError, match=r"'max_memory' must be at least 800000 bytes for 200000 items \(one user's "
