@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import _output as o
 from . import _validation as v
+from .engine._conventions import Options, reversed_items
 from .engine import _backend
 from .engine._engine import Problem, run, warn_nan
 from .engine._registry import NAN_REASONS, column_name, parse_metrics, select_columns
@@ -17,7 +18,8 @@ from .engine._registry import NAN_REASONS, column_name, parse_metrics, select_co
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
              seed=1, min_pos_test=1, min_items_pool=2, consider_cold_start=True, gain="linear", device="auto",
-             output="pandas", user_ids=None, batch_size=None, max_memory=None, nthreads=-1):
+             output="pandas", user_ids=None, batch_size=None, max_memory=None, nthreads=-1, convention="gpureco",
+             ties=None, relevance_threshold=None, persistence=0.8):
     r"""Per-user metrics of any model, from its scores: a matrix, or a function of user ids.
 
     The same engine, definitions, tie rule and NaN rules as :func:`calc_reco_metrics`
@@ -55,6 +57,17 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
         Default: the row numbers.
     break_ties_with_noise, seed, min_pos_test, min_items_pool, consider_cold_start, gain, device, batch_size, max_memory, nthreads
         As in :func:`calc_reco_metrics`.
+    convention : {"gpureco", "recometrics", "lenskit", "ranx", "replay", "torchmetrics", "sklearn"}, default="gpureco"
+        Compute P, R, AP and NDCG as that library defines them (discount, denominators,
+        gain, which test entries are relevant, tie order): the table of docs/peers.md.
+    ties : {"first", "last"}, default=None
+        Equal scores rank by ascending ("first") or descending ("last", RePlay's) item index;
+        None: the convention's.
+    relevance_threshold : float, default=None
+        Only test entries whose value is at least this are relevant (the others are ordinary
+        pool items); None: every stored entry.
+    persistence : float, default=0.8
+        RBP's persistence p, in (0, 1): ``RBP@K = (1 - p) * sum_{i <= K} h_i p**(i - 1)``.
 
     Returns
     -------
@@ -77,7 +90,8 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     ev = Evaluator(X_test, X_train, metrics, k, user_ids=user_ids, gain=gain, min_pos_test=min_pos_test,
                    min_items_pool=min_items_pool, consider_cold_start=consider_cold_start,
                    break_ties_with_noise=break_ties_with_noise, seed=seed, device=device, output=output,
-                   batch_size=batch_size, max_memory=max_memory, nthreads=nthreads)
+                   batch_size=batch_size, max_memory=max_memory, nthreads=nthreads, convention=convention, ties=ties,
+                   relevance_threshold=relevance_threshold, persistence=persistence)
     columns, counts = ev._evaluate_all(scores)
     warn_nan(counts, ev.n_users, stacklevel=3)  # at the caller's call
     return ev._results(columns, counts, None)
@@ -125,6 +139,8 @@ class Evaluator:
         The form of the per-user results, as in :func:`evaluate`.
     gain, min_pos_test, min_items_pool, consider_cold_start, break_ties_with_noise, seed, device, batch_size, max_memory, nthreads, tf32
         As in :func:`calc_reco_metrics`.
+    convention, ties, relevance_threshold, persistence
+        As in :func:`evaluate`.
 
     Notes
     -----
@@ -158,17 +174,26 @@ class Evaluator:
 
     def __init__(self, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, user_ids=None, gain="linear",
                  min_pos_test=1, min_items_pool=2, consider_cold_start=True, break_ties_with_noise=False, seed=1,
-                 device="auto", output="pandas", batch_size=None, max_memory=None, nthreads=-1, tf32=False):
+                 device="auto", output="pandas", batch_size=None, max_memory=None, nthreads=-1, tf32=False,
+                 convention="gpureco", ties=None, relevance_threshold=None, persistence=0.8):
         X_train, X_test = v.interactions(X_train, X_test)
         self._selection = parse_metrics(metrics, k)
-        self._request = v.request(self._selection.names, self._selection.cutoffs, X_test,
-                                  min_pos_test=min_pos_test, min_items_pool=min_items_pool,
-                                  consider_cold_start=consider_cold_start, gain=gain, nthreads=nthreads,
-                                  batch_size=batch_size, max_memory=max_memory)
+        options = Options(convention, ties, gain, relevance_threshold, persistence)
+        if options.reverse and break_ties_with_noise:
+            raise ValueError("'ties' orders ties by item; break_ties_with_noise=True orders them by noise: "
+                             "pass one of them.")
+        request = v.request(self._selection.names, self._selection.cutoffs, X_test, min_pos_test=min_pos_test,
+                            min_items_pool=min_items_pool, consider_cold_start=consider_cold_start,
+                            gain=options.gain, nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
+        self._request = dataclasses.replace(request, convention=options.convention, persistence=options.persistence)
+        self._reverse = options.reverse
         seed = v.check_seed(seed)
         self._backend = o.backend_for(device, output)
         self.output = output
         v.check_disjoint(X_train, X_test)
+        X_test = options.relevant_matrix(X_test)
+        if self._reverse:  # ties by descending item: rank the items in reverse order
+            X_train, X_test = reversed_items(X_train), reversed_items(X_test)
         self._index = o.user_index(user_ids, X_test.shape[0])
         self._problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), self._backend,
                                 bool(tf32))
@@ -216,13 +241,17 @@ class Evaluator:
     def _evaluate_all(self, model, B=None, item_biases=None):
         if B is not None or item_biases is not None:
             A, B, item_biases = v.factors_on(self._backend, model, B, item_biases, self.n_users, self.n_items)
+            if self._reverse:
+                xp = _backend.cupy() if self._backend[0] == "gpu" else np
+                B = xp.ascontiguousarray(B[::-1])
+                item_biases = None if item_biases is None else xp.ascontiguousarray(item_biases[::-1])
             problem = dataclasses.replace(self._problem, A=A, B=B, item_biases=item_biases)
         elif model is None:
             raise ValueError("Nothing to evaluate: pass a score matrix, a score function, or factors (A, B); "
                              "got None.")
         else:
             with _backend.device_context(self._backend):
-                score_rows = _score_rows(model, self.n_users, self.n_items, self._backend[0] == "gpu")
+                score_rows = self._reversed(_score_rows(model, self.n_users, self.n_items, self._backend[0] == "gpu"))
             problem = dataclasses.replace(self._problem, score_rows=score_rows)
         values, counts = run(problem, self._request, warn=False)
         columns = select_columns(values, self._selection)
@@ -263,7 +292,7 @@ class Evaluator:
         def score_rows(wanted):  # wanted: sorted rows of X_test among `users`
             return batch_rows(positions[xp.searchsorted(sorted_users, wanted)])
 
-        problem = dataclasses.replace(self._problem, score_rows=score_rows)
+        problem = dataclasses.replace(self._problem, score_rows=self._reversed(score_rows))
         values, counts = run(problem, self._request, users=users, warn=False)
         self._store(users, select_columns(values, self._selection), counts)
 
@@ -329,6 +358,13 @@ class Evaluator:
             self._counts = self._counts + nan_counts
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _reversed(self, score_rows):
+        """score_rows with the items in reverse order when ties go by descending item."""
+        if not self._reverse:
+            return score_rows
+        xp = _backend.cupy() if self._backend[0] == "gpu" else np
+        return lambda users: xp.ascontiguousarray(score_rows(users)[:, ::-1])
 
     def _store(self, rows, columns, counts):
         self._values[rows] = np.stack([np.asarray(columns[name], dtype=np.float64) for name in self.columns], axis=1)

@@ -7,13 +7,14 @@ import pandas as pd
 from . import _output as o
 from . import _validation as v
 from .engine._metrics import metrics_from_ranks
-from .engine._registry import GAINS, METRICS, parse_metrics, select_columns
-
-_AUCS = ("ROC_AUC", "PR_AUC")
+from .engine._conventions import Options
+from .engine._registry import RANK_METRICS, WHOLE_POOL, parse_metrics, select_columns
 
 
 def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
-                   gain="linear", output="pandas"):
+                   gain="linear", output="pandas", user_col="user", item_col="item", score_col="score",
+                   rank_col="rank", value_col="rating", convention="gpureco", ties=None, relevance_threshold=None,
+                   persistence=0.8):
     r"""Per-list accuracy metrics of ranked recommendation lists against held-out items.
 
     Each list (one user, within one run) is the ranking: its positions are the ranks of
@@ -36,18 +37,19 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
 
     Parameters
     ----------
-    recs : DataFrame
+    recs : DataFrame or dict
         Columns ``user``, ``item`` and exactly one of ``rank`` (ints 1..n within each list)
         or ``score`` (ranked by descending score, ties by ascending item); plus the
         ``group_by`` columns. Other columns are ignored. pandas, or polars (converted with
-        ``.to_pandas()``).
-    truth : DataFrame
-        Columns ``user``, ``item`` and optionally ``rating`` (the NDCG gain; 1 when absent),
+        ``.to_pandas()``). Or, as RePlay's metrics take them, a dict ``{user: [item, ...]}`` of
+        lists in rank order.
+    truth : DataFrame or dict
+        A dict ``{user: [item, ...]}`` (every gain 1) or ``{user: {item: rating}}``; or columns ``user``, ``item`` and optionally ``rating`` (the NDCG gain; 1 when absent),
         plus any of the ``group_by`` columns it is keyed by (for example ``fold``): a run's
         lists are matched with the truth rows that share its values of those columns.
     metrics : str or list of str, default=("P", "AP", "NDCG")
         Names as ``"NDCG@10"``, or without ``@K`` for every cut-off in ``k``; any of P, TP, R,
-        AP, TAP, NDCG, Hit, RR (case ignored). ROC_AUC and PR_AUC are refused: they need the
+        AP, TAP, NDCG, Hit, RR, DCG, F1, RBP, RPrec (case ignored). ROC_AUC, PR_AUC and bpref are refused: they need the
         whole pool of candidate items, which a list does not hold.
     k : int or list of int, default=10
         Cut-offs of the names without ``@K`` (the same default as :func:`evaluate`; only
@@ -63,6 +65,12 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         matched with the truth rows that have a missing value in the shared columns.
     gain : {"linear", "exponential", "binary"}, default="linear"
         NDCG gain of a rating r: r, 2**r - 1, or [r > 0].
+    user_col, item_col, score_col, rank_col, value_col : str
+        The names of the ``user``, ``item``, ``score``, ``rank`` and ``rating`` columns in
+        ``recs`` and ``truth`` (the results keep the names ``user`` ...).
+    convention, ties, relevance_threshold, persistence
+        As in :func:`evaluate` (docs/peers.md); a list is its own length (LensKit's
+        denominators), and ``ties`` orders equal scores by item.
     output : {"pandas", "numpy", "cupy", "torch"}, default="pandas"
         The DataFrame below; or a dict with the index columns (``user`` and the ``group_by``
         columns) as NumPy arrays and one entry per metric: NumPy arrays, CuPy arrays (on the
@@ -97,12 +105,21 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     3     0.0  0.0   0.0
     """
     backend = o.backend_for("auto" if output == "cupy" else "cpu", output)
-    recs = v.as_pandas(recs, "recs", "recommendations")
-    truth = v.as_pandas(truth, "truth", "held-out items")
+    names = {user_col: "user", item_col: "item", score_col: "score", rank_col: "rank", value_col: "rating"}
+    for given in names:
+        if not isinstance(given, str):
+            raise TypeError(f"Column names (user_col, item_col, score_col, rank_col, value_col) must be str; got "
+                            f"{given!r}.")
+    recs = v.as_pandas(_from_dict(recs, "recs"), "recs", "recommendations").rename(columns=names)
+    truth = v.as_pandas(_from_dict(truth, "truth"), "truth", "held-out items").rename(columns=names)
+    options = Options(convention, ties, gain, relevance_threshold, persistence)
+    gain = options.gain
     group_by = _group_by(group_by)
     selection = _selection(metrics, k)
-    v.check_choice(gain, "gain", GAINS)
     by = _check_columns(recs, truth, group_by)
+    if "rating" in truth.columns or options.threshold is not None or options.convention.relevant != "stored":
+        keep, ratings = options.relevant(_gains(truth, "linear"))
+        truth = truth.assign(rating=ratings)[keep]
     shared = [c for c in group_by if c in truth.columns]
     max_k = int(selection.cutoffs.max())
 
@@ -116,7 +133,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     rec_key = list_id * n_codes + rec_item
     by_key, sorted_key = _check_unique(rec_key, recs, "recs", keys)
     del rec_key
-    rank = _ranks(recs, by, list_id, rec_item, keys)
+    rank = _ranks(recs, by, list_id, rec_item if not options.reverse else -rec_item, keys)
+    list_length = np.bincount(list_id, minlength=n_lists)
     del rec_item, item_codes
 
     # the evaluated lists: (run, user) pairs with truth, and with include_missing the truth users without a list
@@ -147,18 +165,22 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     entry_row = entries["_row"].to_numpy()
     if np.any(entry_row[1:] < entry_row[:-1]):  # (pandas keeps the left frame's order: this is a safeguard)
         entries = entries.iloc[np.argsort(entry_row, kind="stable")]
+    n_test = np.bincount(entries["_row"].to_numpy(np.int64), minlength=len(rows)).astype(np.int64)
+    beyond = max(max_k, int(n_test.max(initial=0)) if "RPrec" in selection.names else 0) + 1  # RPrec: the top |T|
     entry_key = entries["_list"].to_numpy(np.int64) * n_codes + entries["_item"].to_numpy(np.int64)  # < 0: no list
-    entry_rank = np.full(entry_key.size, max_k + 1, dtype=np.int64)  # absent, or listed beyond every cut-off
+    entry_rank = np.full(entry_key.size, beyond, dtype=np.int64)  # absent, or listed beyond every cut-off
     if sorted_key.size:
         at = np.minimum(np.searchsorted(sorted_key, entry_key), sorted_key.size - 1)
         found = sorted_key[at] == entry_key
-        entry_rank[found] = np.minimum(rank[by_key[at[found]]], max_k + 1)
+        entry_rank[found] = np.minimum(rank[by_key[at[found]]], beyond)
     del sorted_key, by_key, rank
 
-    n_test = np.bincount(entries["_row"].to_numpy(np.int64), minlength=len(rows)).astype(np.int64)
+    listed = rows["_list"].to_numpy(np.int64)
     values = metrics_from_ranks(entry_rank, entries["_gain"].to_numpy(np.float64), n_test,
-                                n_test + max_k + 1,  # a pool larger than any cut-off, with negatives: rules 6, 7 never apply
-                                selection.cutoffs, selection.names, np.ones(len(rows), bool), gain=gain)
+                                n_test + beyond,  # a pool larger than any cut-off, with negatives: rules 6, 7 never apply
+                                selection.cutoffs, selection.names, np.ones(len(rows), bool), gain=gain,
+                                length=np.where(listed >= 0, np.append(list_length, 0)[listed], 0),
+                                convention=options.convention, persistence=options.persistence)
     index = pd.MultiIndex.from_frame(rows[keys]) if group_by else pd.Index(rows["user"], name="user")
     out = pd.DataFrame(select_columns(values, selection), index=index)
     out.attrs["nan_reasons"] = {"rule 8": int(np.isnan(values["NDCG@K"][:, 0]).sum())} if "NDCG@K" in values else {}
@@ -168,6 +190,28 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         return out
     keys = {name: out.index.get_level_values(name).to_numpy() for name in out.index.names}
     return {**keys, **o.arrays({name: out[name].to_numpy() for name in out.columns}, output, backend)}
+
+
+def _from_dict(frame, name):
+    """RePlay's dict inputs as a frame: {user: [item, ...]} (ranks 1, 2, ... in list order) or
+    {user: {item: rating}}; anything else as it is."""
+    if not isinstance(frame, dict) or {"user", "item"} <= set(frame):  # {column: values}: a frame's columns
+        return pd.DataFrame(frame) if isinstance(frame, dict) else frame
+    users, items, values = [], [], []
+    for user, entries in frame.items():
+        if isinstance(entries, dict):
+            values.extend(entries.values())
+        elif isinstance(entries, (list, tuple, np.ndarray, pd.Series)):
+            values.extend(range(1, len(entries) + 1))
+        else:
+            raise TypeError(f"'{name}' as a dict must map each user to a list of items or an {{item: rating}} dict; "
+                            f"user {user!r} maps to {type(entries).__name__}.")
+        users.extend([user] * len(entries))
+        items.extend(list(entries))
+    value = "rank" if name == "recs" else "rating"
+    if name == "truth" and not any(isinstance(e, dict) for e in frame.values()):
+        return pd.DataFrame({"user": users, "item": items})
+    return pd.DataFrame({"user": users, "item": items, value: values})
 
 
 def _group_by(group_by):
@@ -184,10 +228,10 @@ def _group_by(group_by):
 
 
 def _selection(metrics, k):
-    selection = parse_metrics(metrics, k, allowed=[m.column for m in METRICS])
-    asked = [name for name in _AUCS if name in selection.names]
+    selection = parse_metrics(metrics, k, allowed=[m.column for m in RANK_METRICS])
+    asked = [name for name in WHOLE_POOL if name in selection.names]
     if asked:
-        raise ValueError(f"{' and '.join(asked)} cannot be computed from top-K lists ('metrics'): an AUC needs the "
+        raise ValueError(f"{' and '.join(asked)} cannot be computed from top-K lists ('metrics'): it needs the "
                          "rank of every candidate item (the whole pool), which a list does not hold. Evaluate the "
                          "model's scores instead (calc_reco_metrics).")
     return selection

@@ -594,7 +594,7 @@ def _lists_cases():
              r"'recs' column 'user' must hold ids of one type", TypeError),
             ("a duplicated column name", pd.concat([RECS0, RECS0[["user"]]], axis=1), TRUTH0,
              r"'recs' has the column 'user' twice", ValueError),
-            ("recs as a dict", RECS0.to_dict("list"), TRUTH0, r"'recs' must be a DataFrame", TypeError),
+            ("recs as a dict of strings", {1: "a"}, TRUTH0, r"'recs' as a dict must map each user to a list", TypeError),
             ("truth as a NumPy array", RECS0, TRUTH0.to_numpy(), r"'truth' must be a DataFrame", TypeError),
     ):
         out.append(Case(f, label, lambda r=recs, t=truth: lists(r, t), "error", regex, exception))

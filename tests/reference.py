@@ -7,8 +7,10 @@ import math
 import numpy as np
 
 from gpureco.engine._cpu_ranks import tie_keys
+from gpureco.engine._registry import CONVENTIONS, Convention
 
 NAMES = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
+EXTRA_NAMES = ("DCG@K", "F1@K", "RBP@K", "RPrec", "bpref")  # beyond recometrics' ten
 
 
 def defined_scores(A, B, item_biases=None):
@@ -28,12 +30,22 @@ def _gain(value, gain):
     return {"linear": value, "exponential": math.expm1(value * math.log(2.0)), "binary": float(value > 0)}[gain]
 
 
-def reference_user(scores, train, test, k, tie_key, gain="linear"):
+def reference_user(scores, train, test, k, tie_key, gain="linear", convention=None, persistence=0.8):
     """Metrics of one user at cut-off k, or None where the whole user is NaN by rules 4-5.
 
     scores: float array over all items; train: set of items; test: {item: value};
     tie_key: function item -> key (smaller key wins a tie).
+    convention: a gpureco Convention (docs/peers.md): its discount, denominators, gain and RBP
+    weights (its relevance rule and tie order are the caller's `test` and `tie_key`).
     """
+    convention = convention or Convention()
+    gain = convention.gain or gain
+    if convention.discount == "log2(max(i,2))":
+        def discount(i):  # LensKit: position i (0-based) at rank i + 1
+            return math.log2(max(i + 1, 2))
+    else:
+        def discount(i):
+            return math.log2(i + 2)
     pool = [i for i in range(len(scores)) if i not in train]
     pool_scores = [scores[i] for i in pool]
     if any(not math.isfinite(s) for s in pool_scores):
@@ -48,9 +60,19 @@ def reference_user(scores, train, test, k, tie_key, gain="linear"):
     hits = sum(top)
     prec_at = [sum(hit[: i + 1]) / (i + 1) for i in range(len(hit))]
     ap_sum = sum(prec_at[i] for i in range(min(k, n_pool)) if hit[i])
-    dcg = sum(_gain(test[ranking[i]], gain) / math.log2(i + 2) for i in range(min(k, n_pool)) if hit[i])
+    dcg = sum(_gain(test[ranking[i]], gain) / discount(i) for i in range(min(k, n_pool)) if hit[i])
     ideal = sorted((_gain(v, gain) for v in test.values() if v > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    idcg = sum(g / discount(i) for i, g in enumerate(ideal))
+    shown = min(k, n_pool)  # the list, cut at K, holds the whole pool at most
+    weight = [test.get(ranking[i], 0.0) if convention.rbp == "graded" else 1.0 for i in range(len(hit))]
+    rbp = (1 - persistence) * sum(weight[i] * persistence ** i for i in range(min(k, n_pool)) if hit[i])
+    # bpref: each test item loses the share of (at most |T|) negatives ranked above it
+    above, bpref = 0, 0.0
+    for h in hit:
+        if h:
+            bpref += 1 - min(above, n_t) / min(n_t, n_neg) if n_neg else math.nan
+        else:
+            above += 1
     first = next((i for i, h in enumerate(hit) if h), None)
     # ROC-AUC by counting ordered (positive, negative) pairs
     above = 0
@@ -61,36 +83,50 @@ def reference_user(scores, train, test, k, tie_key, gain="linear"):
         else:
             negatives_seen += 1
     out = {
-        "P@K": hits / k, "TP@K": hits / min(k, n_t), "R@K": hits / n_t,
-        "AP@K": ap_sum / n_t, "TAP@K": ap_sum / min(k, n_t),
+        "P@K": hits / (shown if convention.precision == "list" else k), "TP@K": hits / min(k, n_t),
+        "R@K": hits / (min(n_t, shown) if convention.recall == "list" else n_t),
+        "AP@K": {"T": ap_sum / n_t, "list": ap_sum / min(n_t, shown),
+                 "hits": ap_sum / hits if hits else 0.0}[convention.ap],
+        "TAP@K": ap_sum / min(k, n_t),
         "NDCG@K": dcg / idcg if idcg > 0 else math.nan,
         "Hit@K": float(hits > 0),
         "RR@K": 1.0 / (first + 1) if first is not None and first < k else 0.0,
         "ROC_AUC": above / (n_t * n_neg) if n_neg else math.nan,
         "PR_AUC": sum(prec_at[i] for i in range(n_pool) if hit[i]) / n_t,
+        "DCG@K": dcg, "F1@K": 2 * hits / (k + n_t), "RBP@K": rbp,
+        "RPrec": sum(hit[:n_t]) / n_t, "bpref": bpref / n_t,
     }
     if n_neg == 0:
-        out = {name: (v if name == "NDCG@K" else math.nan) for name, v in out.items()}
+        out = {name: (v if name in ("NDCG@K", "DCG@K") else math.nan) for name, v in out.items()}
     if n_pool <= k:
-        for name in ("P@K", "TP@K", "R@K", "Hit@K"):
+        for name in ("P@K", "TP@K", "R@K", "Hit@K", "F1@K"):
             out[name] = math.nan
     return out
 
 
 def reference_metrics(X_train, X_test, scores, k, *, min_pos_test=1, min_items_pool=2,
-                      consider_cold_start=True, noise=False, seed=1, gain="linear"):
-    """{name: per-user array} for dense X_train, X_test (0 = no interaction) and dense scores."""
+                      consider_cold_start=True, noise=False, seed=1, gain="linear", convention="gpureco",
+                      ties=None, relevance_threshold=None, persistence=0.8):
+    """{name: per-user array} for dense X_train, X_test (0 = no interaction) and dense scores,
+    with the options of gpureco.evaluate (convention, ties, relevance_threshold, persistence)."""
+    convention = CONVENTIONS[convention]
+    last = (ties or convention.ties) == "last"
     X_train, X_test, scores = np.asarray(X_train), np.asarray(X_test), np.asarray(scores, dtype=np.float64)
     n_users, n_items = X_test.shape
-    out = {name: np.full(n_users, np.nan) for name in NAMES}
+    out = {name: np.full(n_users, np.nan) for name in NAMES + EXTRA_NAMES}
     for u in range(n_users):
         train = set(np.flatnonzero(X_train[u]).tolist())
         test = {int(i): float(X_test[u, i]) for i in np.flatnonzero(X_test[u])}
+        if convention.relevant == "integer>=1":  # ranx: int(value) >= 1, with gain int(value)
+            test = {i: float(math.trunc(value)) for i, value in test.items() if math.trunc(value) >= 1}
+        if relevance_threshold is not None:
+            test = {i: value for i, value in test.items() if value >= relevance_threshold}
         n_pool = n_items - len(train)
         if len(test) < max(1, min_pos_test) or n_pool < min_items_pool or (not train and not consider_cold_start):
             continue
         keys = tie_keys(np.full(n_items, u, dtype=np.int64), np.arange(n_items, dtype=np.int64), seed, noise)
-        values = reference_user(scores[u], train, test, k, lambda i: int(keys[i]), gain)
+        values = reference_user(scores[u], train, test, k, (lambda i: -i) if last else (lambda i: int(keys[i])), gain,
+                                convention, persistence)
         if values is None:
             continue
         for name, value in values.items():

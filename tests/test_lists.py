@@ -222,11 +222,11 @@ ERRORS = [
      r"'recs' column 'score' must hold finite numbers; got 1 NaN or infinite values"),
     (dict(recs=RECS.assign(rank=["1", "2", "1"])), TypeError, r"'recs' column 'rank' must hold numbers"),
     (dict(truth=TRUTH.assign(rating=["a", "b"])), TypeError, r"'truth' column 'rating' must hold numbers"),
-    (dict(metrics="ROC_AUC"), ValueError, r"ROC_AUC cannot be computed from top-K lists \('metrics'\): an AUC needs"),
+    (dict(metrics="ROC_AUC"), ValueError, r"ROC_AUC cannot be computed from top-K lists \('metrics'\): it needs the rank"),
     (dict(metrics=["PR_AUC", "ROC_AUC", "P@1"]), ValueError, r"ROC_AUC and PR_AUC cannot be computed from top-K lists"),
     (dict(metrics="Coverage@5"), ValueError, r"Metric 'Coverage@5' in 'metrics' is not available here. Valid names: P@K, TP@K"),
     (dict(metrics="MRR@5"), ValueError, r"Unknown metric 'MRR@5' in 'metrics'. Valid names: P@K, TP@K, R@K, AP@K, TAP@K, "
-                                        r"NDCG@K, Hit@K, RR@K, ROC_AUC, PR_AUC \("),
+                                        r"NDCG@K, Hit@K, RR@K, ROC_AUC, PR_AUC, DCG@K, F1@K, RBP@K, RPrec, bpref \("),
     (dict(k=0), ValueError, r"'k' must be a positive int \(a cut-off K >= 1\); got 0"),
     (dict(k=[5, "10"]), TypeError, r"'k' must be a positive int \(a cut-off K >= 1\); got '10' of type str"),
     (dict(group_by="fold"), ValueError, r"'recs' must have the columns \['user', 'item', 'fold'\]; it lacks \['fold'\]"),
@@ -246,3 +246,44 @@ def test_evaluate_lists_rejects(change, error, message):
     kw.update(change)
     with pytest.raises(error, match=message):
         gpureco.evaluate_lists(**kw)
+
+
+def test_column_names_and_dict_inputs():
+    recs = pd.DataFrame({"u": [1, 1, 1, 2, 2], "i": ["a", "b", "c", "a", "d"], "r": [1, 2, 3, 1, 2]})
+    truth = pd.DataFrame({"u": [1, 1, 2, 3], "i": ["b", "z", "a", "a"], "v": [2.0, 1, 1, 1]})
+    metrics = ["P@2", "R@2", "NDCG@2", "RPrec", "F1@2", "DCG@2", "RBP@2"]
+    named = gpureco.evaluate_lists(recs, truth, metrics=metrics, user_col="u", item_col="i", rank_col="r",
+                                   value_col="v")
+    plain = gpureco.evaluate_lists(recs.set_axis(["user", "item", "rank"], axis=1),
+                                   truth.set_axis(["user", "item", "rating"], axis=1), metrics=metrics)
+    pd.testing.assert_frame_equal(named, plain)
+    as_dicts = gpureco.evaluate_lists({1: ["a", "b", "c"], 2: ["a", "d"]}, {1: {"b": 2.0, "z": 1}, 2: {"a": 1}},
+                                      metrics=metrics)
+    pd.testing.assert_frame_equal(as_dicts, plain, check_index_type=False)
+    # user 1: hit at rank 2 of truth {b (2), z (1)}
+    assert plain.loc[1, "RPrec"] == 0.5 and plain.loc[1, "F1@2"] == 2 * 1 / (2 + 2)
+    assert plain.loc[1, "DCG@2"] == 2 / np.log2(3) and plain.loc[1, "RBP@2"] == (1 - 0.8) * 0.8
+    with pytest.raises(TypeError, match="'truth' as a dict must map each user to a list of items"):
+        gpureco.evaluate_lists({1: ["a"]}, {1: "a"})
+
+
+def test_rprec_beyond_the_cut_off():
+    # 3 truth items, cut-off 1: RPrec still looks at the top 3
+    recs = pd.DataFrame({"user": [1] * 4, "item": [10, 11, 12, 13], "rank": [1, 2, 3, 4]})
+    truth = pd.DataFrame({"user": [1, 1, 1], "item": [11, 12, 99]})
+    assert gpureco.evaluate_lists(recs, truth, metrics=["RPrec", "P@1"]).loc[1, "RPrec"] == 2 / 3
+
+
+def test_lenskit_and_ranx_conventions_hand_worked():
+    recs = {1: ["a", "b", "c"]}
+    truth = {1: {"b": 1.7, "z": 0.5}}
+    lenskit = gpureco.evaluate_lists(recs, truth, metrics=["P@5", "R@5", "AP@5", "NDCG@5"], convention="lenskit")
+    # list of 3: P = 1/3; R = 1 / min(2, 3); AP = (1/2) / min(2, 3); NDCG: binary gains, discount
+    # log2(max(i, 2)): DCG = 1 at rank 2, ideal 1 + 1
+    assert lenskit.loc[1].tolist() == [1 / 3, 1 / 2, (1 / 2) / 2, 1 / 2]
+    ranx = gpureco.evaluate_lists(recs, truth, metrics=["P@5", "R@5", "NDCG@5"], convention="ranx")
+    # ranx: z (0.5) is not relevant, b counts with gain int(1.7) = 1
+    assert ranx.loc[1].tolist() == [1 / 5, 1.0, 1 / np.log2(3)]
+    last = gpureco.evaluate_lists(pd.DataFrame({"user": [1, 1], "item": ["a", "b"], "score": [1.0, 1.0]}),
+                                  pd.DataFrame({"user": [1], "item": ["b"]}), metrics=["RR@2"], ties="last")
+    assert last.loc[1, "RR@2"] == 1.0  # the tie goes to the larger item, b

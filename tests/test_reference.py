@@ -7,7 +7,7 @@ import pytest
 
 import gpureco
 from conftest import BACKENDS, random_problem, to_csr
-from reference import NAMES, defined_scores, reference_metrics
+from reference import EXTRA_NAMES, NAMES, defined_scores, reference_metrics
 
 DEVICE = "cpu"
 
@@ -273,3 +273,78 @@ def test_a_masked_array_with_nothing_masked_is_an_array():
     want = engine(X_train, X_test, A, B, 3)
     for name in got:
         np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]), err_msg=name)
+
+
+# --- the metrics beyond recometrics' ten, and the conventions of docs/peers.md ----------------
+
+EVERY = NAMES + EXTRA_NAMES
+
+
+def evaluated(scores, X_train, X_test, k, **kw):
+    """Every rank metric from gpureco.evaluate, as reference_metrics names them."""
+    metrics = [n.replace("@K", f"@{k}") for n in EVERY]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = gpureco.evaluate(scores, to_csr(X_test), to_csr(X_train), metrics=metrics, device=DEVICE,
+                               output="numpy", **kw)
+    return {name: got[name.replace("@K", f"@{k}")] for name in EVERY}
+
+
+@pytest.mark.parametrize("convention", ["gpureco", "lenskit", "ranx", "replay", "torchmetrics"])
+@pytest.mark.parametrize("case", range(4))
+def test_new_metrics_and_conventions_match_reference(case, convention):
+    rng = np.random.default_rng(100 + case)
+    X_train, X_test, A, B = random_problem(rng, n_users=30, n_items=int(rng.integers(8, 40)),
+                                           integer_factors=True, graded=True)
+    X_train, X_test, A, B = add_edge_cases(rng, X_train, X_test, A, B)
+    X_test = np.where(X_test > 0, X_test + 0.5 * (case % 2), X_test)  # ranx truncates 1.5 to 1
+    scores = defined_scores(A, B)
+    persistence = (0.5, 0.8, 0.95, 0.3)[case]
+    for k in (1, 4, 50):
+        for min_items_pool in (0, 2):
+            kw = dict(convention=convention, persistence=persistence, min_items_pool=min_items_pool)
+            got = evaluated(scores, X_train, X_test, k, **kw)
+            assert_matches(got, reference_metrics(X_train, X_test, scores, k, **kw), k=k, convention=convention)
+
+
+@pytest.mark.parametrize("ties,threshold", [("last", None), ("first", 2.0), ("last", 1.5)])
+def test_ties_and_relevance_threshold_match_reference(rng, ties, threshold):
+    X_train, X_test, _, _ = random_problem(rng, n_users=40, n_items=30, graded=True)
+    scores = rng.integers(-3, 4, size=X_test.shape).astype(np.float64)  # many ties
+    for k in (3, 7):
+        kw = dict(ties=ties, relevance_threshold=threshold)
+        got = evaluated(scores, X_train, X_test, k, **kw)
+        assert_matches(got, reference_metrics(X_train, X_test, scores, k, **kw), k=k)
+
+
+def test_new_metrics_hand_worked():
+    # one user, 6 items, none trained; ranking 0 > 1 > 2 > 3 > 4 > 5; test items 1 (gain 3) and 4 (gain 1)
+    scores = np.array([[6.0, 5, 4, 3, 2, 1]])
+    X_test = np.array([[0, 3, 0, 0, 1, 0]])
+    got = evaluated(scores, np.zeros_like(X_test), X_test, 3, persistence=0.5)
+    assert got["DCG@K"][0] == 3 / math.log2(3)  # rank 2
+    assert got["F1@K"][0] == 2 * 1 / (3 + 2)  # P = 1/3, R = 1/2: harmonic mean 2/5
+    assert got["RBP@K"][0] == (1 - 0.5) * 0.5  # one hit at rank 2: (1 - p) p
+    assert got["RPrec"][0] == 1 / 2  # one of the 2 test items in the top 2
+    # bpref: item 1 has 1 negative above (min(1, 2) / min(2, 4) = 1/2), item 4 has 3 (capped at 2: 1)
+    assert got["bpref"][0] == ((1 - 1 / 2) + (1 - 1)) / 2
+    lenskit = evaluated(scores, np.zeros_like(X_test), X_test, 3, convention="lenskit")
+    assert lenskit["DCG@K"][0] == 1.0  # binary gain, discount log2(max(2, 2)) = 1 at rank 2
+    assert lenskit["NDCG@K"][0] == 1.0 / (1 + 1)  # ideal: ranks 1 and 2, both discount 1
+    ranx = evaluated(scores, np.zeros_like(X_test), X_test, 3, convention="ranx", persistence=0.5)
+    assert ranx["RBP@K"][0] == (1 - 0.5) * 3 * 0.5  # ranx weights the hit by its relevance 3
+    torch_ap = evaluated(scores, np.zeros_like(X_test), X_test, 3, convention="torchmetrics")["AP@K"][0]
+    assert torch_ap == 1 / 2  # the one hit in the top 3 has precision 1/2; torchmetrics divides by 1 hit
+
+
+def test_convention_errors():
+    X = np.array([[0, 1, 0]])
+    for kw, message in ((dict(convention="trec"), "'convention' must be one of 'gpureco'"),
+                        (dict(ties="random"), "'ties' must be one of 'first', 'last'"),
+                        (dict(persistence=1.0), r"'persistence' \(RBP's p\) must be a number in \(0, 1\); got 1.0"),
+                        (dict(convention="lenskit", gain="exponential"), "convention='lenskit' uses gain='binary'"),
+                        (dict(ties="last", break_ties_with_noise=True), "pass one of them")):
+        with pytest.raises(ValueError, match=message):
+            gpureco.evaluate(np.array([[1.0, 2, 3]]), to_csr(X), metrics="P@1", device=DEVICE, **kw)
+    with pytest.raises(TypeError, match="'relevance_threshold' must be a finite number or None; got 'x'"):
+        gpureco.evaluate(np.array([[1.0, 2, 3]]), to_csr(X), metrics="P@1", device=DEVICE, relevance_threshold="x")

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _backend, _cpu
 from ._metrics import metrics_from_ranks, nan_reasons
-from ._registry import K_BOUND_IN_POOL, NAN_REASONS
+from ._registry import GAIN_METRICS, K_BOUND_IN_POOL, NAN_REASONS, WHOLE_POOL
 from ._scores import row_entries
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
@@ -80,6 +80,8 @@ class Request:
     min_items_pool: int = 2
     consider_cold_start: bool = True
     gain: str = "linear"
+    convention: object = None  # a _registry.Convention; None: gpureco's
+    persistence: float = 0.8  # RBP's p
     nthreads: int = 1
     batch_size: int | None = None
     max_memory: int | None = None
@@ -121,7 +123,9 @@ def _evaluate(problem, request, rows=None):
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
         batch_size, blocks = cpu_plan(problem.n_items, itemsize, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
-        max_rank = 0 if {"ROC_AUC", "PR_AUC"} & set(names) else int(max(cutoffs))
+        # (RPrec looks at the top |T|; bpref and the AUCs at the whole pool)
+        max_rank = 0 if set(WHOLE_POOL) & set(names) else int(max(cutoffs))
+        max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
         ranking = _cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2)
     # integers from here on: the metrics are computed on the host, in one defined order
     nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
@@ -133,7 +137,8 @@ def _evaluate(problem, request, rows=None):
     reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, min_pos_test, min_items_pool,
                          consider_cold_start)
     values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool,
-                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain)
+                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain,
+                                convention=request.convention, persistence=request.persistence)
     ndcg_nan = np.isnan(values["NDCG@K"][:, 0]) if "NDCG@K" in values else None
     counts = nan_counts(set(values), reason, n_pool, n_test, int(max(cutoffs, default=0)), ndcg_nan)
     return values, counts
@@ -149,7 +154,7 @@ def nan_counts(names, reason, n_pool, n_test, max_k, ndcg_nan=None):
     (host arrays; ndcg_nan: whether each user's NDCG is NaN, when NDCG was computed)."""
     counts = {code: int(np.sum(reason == code)) for code in range(1, 6)}
     ok = reason == 0
-    counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(names) - {"NDCG@K"} else 0
+    counts[6] = int(np.sum(ok & (n_pool == n_test))) if set(names) - set(GAIN_METRICS) else 0
     counts[7] = int(np.sum(ok & (n_pool <= max_k) & (n_pool > n_test))) if set(K_BOUND_IN_POOL) & set(names) else 0
     # NDCG of a valid user is NaN only by rule 8 (no positive gain), at every cut-off alike
     counts[8] = int(np.sum(ok & ndcg_nan)) if ndcg_nan is not None else 0

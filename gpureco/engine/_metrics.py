@@ -12,8 +12,9 @@ determinism rule):
   does not depend on the other cut-offs asked for); never a pairwise, parallel or atomic
   reduction (CuPy's bincount adds with float atomics in arrival order, its cumsum is a
   parallel scan, NumPy's np.sum is pairwise);
-- the NDCG discounts divide by log2(i + 1) read from a table of correctly rounded values
-  (`log2_table`), not from a vectorised log2, whose last bit depends on the CPU's SIMD
+- the NDCG discounts divide by log2(i + 1) (or a convention's discount) read from a table
+  of correctly rounded values (`log2_table`, `discount_table`); RBP's persistence**(i - 1)
+  comes from repeated multiplication (`persistence_powers`), not from pow, not from a vectorised log2, whose last bit depends on the CPU's SIMD
   (and on the GPU, on CUDA's libdevice);
 - everything else is one IEEE-754 operation (+, -, *, /), correctly rounded. The one
   exception is gain="exponential" with non-integer X_test values: 2**g - 1 is then
@@ -32,7 +33,7 @@ from decimal import Context, Decimal
 import numpy as np
 
 from ._metrics_loop import rank_metrics
-from ._registry import METRICS
+from ._registry import RANK_METRICS
 
 _THREADS = min(16, os.cpu_count() or 1)
 _ENTRIES_PER_THREAD = 250_000  # below this a thread costs more than it saves
@@ -85,7 +86,26 @@ def nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max,
     return reason
 
 
-def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain="linear"):
+def discount_table(n, discount="log2(i+1)"):
+    """float64 (n + 1,): the DCG divisor at each rank i = 0 .. n, read from the correctly
+    rounded log2 table: log2(i + 1) (Järvelin and Kekäläinen), or LensKit's log2(max(i, 2))."""
+    table = log2_table(n + 1)
+    if discount == "log2(max(i,2))":
+        return np.maximum(table[: n + 1], 1.0)  # log2(2) = 1 exactly; log2(i) >= 1 from i = 2
+    return table[1: n + 2]
+
+
+def persistence_powers(n, persistence):
+    """float64 (n + 1,): entry i = persistence**(i - 1) for i = 1 .. n (entry 0 unused), each
+    the previous times `persistence`, one rounded multiplication after another (no pow)."""
+    powers = [0.0, 1.0]
+    for _ in range(n - 1):
+        powers.append(powers[-1] * persistence)
+    return np.array(powers[: n + 1], dtype=np.float64)
+
+
+def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain="linear", *, length=None,
+                       convention=None, persistence=0.8):
     """The requested metrics of every user, at every cut-off.
 
     ranks : int64 (nnz_test,), the rank of each test entry in its user's pool, entries
@@ -93,11 +113,17 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
     gains : float64 (nnz_test,), the X_test values (NDCG gains before the `gain` transform).
     n_test, n_pool : int64 (n_users,).
     cutoffs : int64 (n_cut,), increasing; the K of each column.
-    names : the registry columns wanted ("P@K", ..., "PR_AUC").
+    names : the registry columns wanted ("P@K", ..., "PR_AUC", "DCG@K", ..., "bpref").
     valid : bool (n_users,), users to whom no whole-user NaN rule (1-5) applies.
+    length : int64 (n_users,), the length of each user's list (default: n_pool, a ranking of
+        the whole pool); the denominators of the conventions that divide by it.
+    convention : a _registry.Convention (default: gpureco's), the discount and denominators.
+    persistence : RBP's persistence p, in (0, 1).
 
-    Returns {name: float64 array (n_users, n_cut) for @K metrics, (n_users,) for AUCs}.
+    Returns {name: float64 array (n_users, n_cut) for @K metrics, (n_users,) for the others}.
     """
+    from ._registry import CONVENTIONS  # (the registry imports nothing from here)
+    convention = convention or CONVENTIONS["gpureco"]
     if gain == "exponential":  # 2**g - 1: exactly (ldexp) for integer g; expm1(g ln 2) otherwise, which stays
         whole = gains == np.floor(gains)  # positive (and accurate) for tiny positive g, where 2**g - 1 gives 0
         exponent = np.where(whole, np.clip(gains, -1100, 1100), 0).astype(np.int64)
@@ -106,20 +132,26 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
         gains = (gains > 0).astype(np.float64)
     n_users, n_cut = n_test.shape[0], cutoffs.shape[0]
     out = {name: np.full((n_users, n_cut) if name.endswith("@K") else n_users, np.nan) for name in names}
-    order = [m.column for m in METRICS]
-    at_k, auc = np.zeros((0, 0)), np.zeros(0)  # stand-ins for the metrics not asked for
-    outputs = [out.get(name, at_k) for name in order[:8]] + [out.get(name, auc) for name in order[8:]]
+    order = [m.column for m in RANK_METRICS]
+    at_k, per_user = np.zeros((0, 0)), np.zeros(0)  # stand-ins for the metrics not asked for
+    outputs = [out.get(name, at_k if name.endswith("@K") else per_user) for name in order]
     wanted = np.array([name in out for name in order], np.uint8)
+    modes = np.array([convention.precision == "list", convention.recall == "list",
+                      ("T", "list", "hits").index(convention.ap), convention.rbp == "graded"], np.uint8)
     ranks, gains = np.ascontiguousarray(ranks, dtype=np.int64), np.ascontiguousarray(gains, dtype=np.float64)
     n_test, n_pool = np.ascontiguousarray(n_test, dtype=np.int64), np.ascontiguousarray(n_pool, dtype=np.int64)
+    length = n_pool if length is None else np.ascontiguousarray(length, dtype=np.int64)
     cutoffs, valid = np.ascontiguousarray(cutoffs, dtype=np.int64), np.ascontiguousarray(valid, dtype=np.uint8)
-    log2 = log2_table(int(cutoffs.max(initial=0)) + 1)
+    max_k = int(cutoffs.max(initial=0))
+    discount = discount_table(max_k + 1, convention.discount)
+    powers = persistence_powers(max_k + 1, float(persistence))
     entry_start = np.concatenate([[0], np.cumsum(n_test)])
 
     def run(begin, end):  # users begin .. end - 1; every user is computed alone, so chunks are independent
         rank_metrics(ranks[entry_start[begin]: entry_start[end]], gains[entry_start[begin]: entry_start[end]],
-                     n_test[begin:end], n_pool[begin:end], cutoffs, log2, valid[begin:end],
-                     *(a[begin:end] if a.shape[0] else a for a in outputs), wanted)
+                     n_test[begin:end], n_pool[begin:end], length[begin:end], cutoffs, discount, powers,
+                     float(persistence), valid[begin:end],
+                     *(a[begin:end] if a.shape[0] else a for a in outputs), wanted, modes)
 
     chunks = max(1, min(_THREADS, ranks.shape[0] // _ENTRIES_PER_THREAD))
     bounds = np.linspace(0, n_users, chunks + 1).astype(np.int64)

@@ -2,12 +2,13 @@
 """The arithmetic of every rank-based metric, one user at a time, in the order that defines it.
 
 For each valid user: the test entries sorted by rank; running sums over them in rank order
-(hits, the AP terms j / rank, the DCG terms g / scale / log2(rank + 1), the ideal DCG terms
-over the positive gains in descending order); the value at a cut-off K is read off when the
+(hits, the AP terms j / rank, the DCG terms g / scale / discount[rank] and g / discount[rank],
+the RBP terms persistence**(rank - 1), the ideal DCG terms over the positive gains in
+descending order); the value at a cut-off K is read off when the
 running sums have taken every entry of rank <= K. So a metric at K depends on K alone, not
 on the other cut-offs asked for, and on no batch, device, thread or user order. Every float
 operation is one IEEE-754 +, -, *, / in this order; log2 comes from the caller's table of
-correctly rounded values. _metrics.metrics_from_ranks prepares the inputs and documents the
+correctly rounded values (the discount table). _metrics.metrics_from_ranks prepares the inputs and documents the
 NaN rules applied here (6 and 7; rules 1-5 arrive as `valid`, rule 8 is NDCG's own).
 """
 from libc.stdint cimport int64_t, uint8_t
@@ -65,14 +66,24 @@ cdef inline double fmin_int(int64_t a, int64_t b) noexcept nogil:
 
 
 def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_t[::1] n_test,
-                 const int64_t[::1] n_pool, const int64_t[::1] cutoffs, const double[::1] log2,
+                 const int64_t[::1] n_pool, const int64_t[::1] length, const int64_t[::1] cutoffs,
+                 const double[::1] discount, const double[::1] powers, double persistence,
                  const uint8_t[::1] valid, double[:, ::1] p, double[:, ::1] tp, double[:, ::1] r,
                  double[:, ::1] ap, double[:, ::1] tap, double[:, ::1] ndcg, double[:, ::1] hit,
-                 double[:, ::1] rr, double[::1] roc_auc, double[::1] pr_auc, const uint8_t[::1] wanted):
+                 double[:, ::1] rr, double[::1] roc_auc, double[::1] pr_auc, double[:, ::1] dcg_out,
+                 double[:, ::1] f1, double[:, ::1] rbp, double[::1] rprec, double[::1] bpref,
+                 const uint8_t[::1] wanted, const uint8_t[::1] modes):
     """Fill the wanted outputs (pre-set to NaN by the caller) of every valid user.
 
     Entries are grouped by user (n_test[u] each, in any order within a user); wanted holds
-    flags for P, TP, R, AP, TAP, NDCG, Hit, RR, ROC_AUC, PR_AUC; cutoffs increase."""
+    flags for P, TP, R, AP, TAP, NDCG, Hit, RR, ROC_AUC, PR_AUC, DCG, F1, RBP, RPrec, bpref;
+    cutoffs increase. discount[i]: the DCG divisor at rank i (log2(i + 1) by default);
+    powers[i] = persistence**(i - 1), made by repeated multiplication; length[u]: the
+    length of the user's list (the pool for whole-pool rankings). modes (the conventions):
+    modes[0] 1: P divides by min(K, length) instead of K; modes[1] 1: R divides by
+    min(|T|, K, length) instead of |T|; modes[2]: AP divides by 0: |T|, 1: min(|T|, K,
+    length), 2: the hits in the top K (0 when there is none); modes[3] 1: RBP weights each
+    hit by its gain (ranx)."""
     cdef int64_t n_users = n_test.shape[0], n_cut = cutoffs.shape[0]
     cdef int64_t most = 0, u
     for u in range(n_users):
@@ -83,8 +94,8 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
         free(entry)
         free(ideal)
         raise MemoryError()
-    cdef int64_t start = 0, m, i, c, k, hits, n_neg, sum_rank, next_entry, next_ideal
-    cdef double scale, running_ap, dcg, idcg, first_rr, j, rank, pr_sum, m_d, k_d
+    cdef int64_t start = 0, m, i, c, k, hits, n_neg, sum_rank, next_entry, next_ideal, shown, r_hits, judged
+    cdef double scale, running_ap, dcg, idcg, first_rr, j, rank, pr_sum, m_d, k_d, raw_dcg, rbp_sum, bp_sum
     cdef bint sorted_already, has_positive, k_bound
     try:
         with nogil:
@@ -117,6 +128,18 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                     for i in range(m):
                         pr_sum = pr_sum + <double>(i + 1) / <double>entry[i].rank
                     pr_auc[u] = pr_sum / m_d
+                if wanted[13] and n_neg > 0:  # RPrec: hits in the top |T|
+                    r_hits = 0
+                    while r_hits < m and entry[r_hits].rank <= m:
+                        r_hits += 1
+                    rprec[u] = <double>r_hits / m_d
+                if wanted[14] and n_neg > 0:  # bpref: the i-th test item has rank_i - i negatives above it
+                    judged = m if m < n_neg else n_neg
+                    bp_sum = 0.0
+                    for i in range(m):
+                        shown = entry[i].rank - (i + 1)
+                        bp_sum = bp_sum + (1.0 - <double>(shown if shown < m else m) / <double>judged)
+                    bpref[u] = bp_sum / m_d
                 if wanted[5]:
                     sort_descending(ideal, m)
                 # NDCG is scale-free: divide by the user's largest gain so no sum overflows
@@ -126,6 +149,8 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                 dcg = 0.0
                 idcg = 0.0
                 first_rr = 0.0
+                raw_dcg = 0.0
+                rbp_sum = 0.0
                 next_entry = 0
                 next_ideal = 0
                 for c in range(n_cut):
@@ -135,33 +160,48 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                         j = <double>(next_entry + 1)
                         hits += 1
                         running_ap = running_ap + j / rank
-                        dcg = dcg + entry[next_entry].gain / scale / log2[entry[next_entry].rank + 1]
+                        dcg = dcg + entry[next_entry].gain / scale / discount[entry[next_entry].rank]
+                        raw_dcg = raw_dcg + entry[next_entry].gain / discount[entry[next_entry].rank]
+                        if modes[3]:  # ranx: weighted by the gain
+                            rbp_sum = rbp_sum + entry[next_entry].gain * powers[entry[next_entry].rank]
+                        else:
+                            rbp_sum = rbp_sum + powers[entry[next_entry].rank]
                         if next_entry == 0:
                             first_rr = 1.0 / rank
                         next_entry += 1
                     while next_ideal < m and next_ideal < k:  # ideal item j sits at rank j
-                        idcg = idcg + ideal[next_ideal] / scale / log2[next_ideal + 2]
+                        idcg = idcg + ideal[next_ideal] / scale / discount[next_ideal + 1]
                         next_ideal += 1
                     if wanted[5]:
                         ndcg[u, c] = dcg / idcg if has_positive else NAN  # rule 8
+                    if wanted[10]:
+                        dcg_out[u, c] = raw_dcg
                     if n_neg == 0:  # rule 6: every metric but NDCG
                         continue
                     k_d = <double>k
                     k_bound = n_pool[u] <= k  # rule 7: P, TP, R, Hit
+                    shown = k if k < length[u] else length[u]  # the length of the list cut at K
                     if wanted[0] and not k_bound:
-                        p[u, c] = <double>hits / k_d
+                        p[u, c] = <double>hits / (<double>shown if modes[0] else k_d)
                     if wanted[1] and not k_bound:
                         tp[u, c] = <double>hits / fmin_int(k, m)
                     if wanted[2] and not k_bound:
-                        r[u, c] = <double>hits / m_d
+                        r[u, c] = <double>hits / (fmin_int(shown, m) if modes[1] else m_d)
                     if wanted[3]:
-                        ap[u, c] = running_ap / m_d
+                        if modes[2] == 2:
+                            ap[u, c] = running_ap / <double>hits if hits > 0 else 0.0
+                        else:
+                            ap[u, c] = running_ap / (fmin_int(shown, m) if modes[2] else m_d)
                     if wanted[4]:
                         tap[u, c] = running_ap / fmin_int(k, m)
                     if wanted[6] and not k_bound:
                         hit[u, c] = 1.0 if hits > 0 else 0.0
                     if wanted[7]:
                         rr[u, c] = first_rr
+                    if wanted[11] and not k_bound:
+                        f1[u, c] = 2.0 * <double>hits / (k_d + m_d)
+                    if wanted[12]:
+                        rbp[u, c] = (1.0 - persistence) * rbp_sum
     finally:
         free(entry)
         free(ideal)

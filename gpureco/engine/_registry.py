@@ -36,13 +36,50 @@ NAN_REASONS = {
     3: "no training items while consider_cold_start=False",
     4: "a NaN or infinite score in the pool",
     5: "the same score for every item in the pool",
-    6: "no negative items (every pool item is a test item): all metrics but NDCG are NaN",
-    7: "a pool of at most K items: P, TP, R and Hit are NaN",
+    6: "no negative items (every pool item is a test item): all metrics but NDCG and DCG are NaN",
+    7: "a pool of at most K items: P, TP, R, Hit and F1 are NaN",
     8: "no test item with a positive value: NDCG is NaN",
 }
-K_BOUND_IN_POOL = ("P@K", "TP@K", "R@K", "Hit@K")  # NaN rule 7
+# Rank-based metrics beyond recometrics' ten: by name in evaluate, Evaluator and evaluate_lists
+# (calc_reco_metrics keeps recometrics' ten flags). No flag: the second field is unused.
+EXTRA_METRICS = (
+    Metric("DCG@K", ""),
+    Metric("F1@K", ""),
+    Metric("RBP@K", ""),
+    Metric("RPrec", ""),
+    Metric("bpref", ""),
+)
+RANK_METRICS = METRICS + EXTRA_METRICS  # the order of _metrics_loop.rank_metrics' outputs
+WHOLE_POOL = ("ROC_AUC", "PR_AUC", "bpref")  # need every pool item's rank: not from top-K lists
+K_BOUND_IN_POOL = ("P@K", "TP@K", "R@K", "Hit@K", "F1@K")  # NaN rule 7
+GAIN_METRICS = ("NDCG@K", "DCG@K")  # computed under NaN rule 6
 
 GAINS = ("linear", "exponential", "binary")
+
+
+class Convention(NamedTuple):
+    """How a peer library defines the metrics gpureco also names (docs/peers.md): the NDCG
+    discount, the denominators of P, R and AP, the NDCG gain it forces (None: the caller's
+    `gain`), which test entries are relevant, and the order of tied scores."""
+    discount: str = "log2(i+1)"  # or LensKit's "log2(max(i,2))"
+    precision: str = "K"  # P@K divides by K, or by the "list" length cut at K
+    recall: str = "T"  # R@K divides by |T|, or by min(|T|, the "list" length cut at K)
+    ap: str = "T"  # AP@K divides by |T|, min(|T|, the "list" length cut at K), or the "hits" in the top K
+    gain: str | None = None  # forced NDCG gain ("binary"), or None
+    relevant: str = "stored"  # "stored": every stored entry; "integer>=1": ranx's int(value) >= 1, gain int(value)
+    ties: str = "first"  # ties by ascending item ("first") or descending item ("last")
+    rbp: str = "binary"  # RBP counts each hit once, or weights it by its gain ("graded", ranx)
+
+
+CONVENTIONS = {
+    "gpureco": Convention(),
+    "recometrics": Convention(),
+    "lenskit": Convention(discount="log2(max(i,2))", precision="list", recall="list", ap="list", gain="binary"),
+    "ranx": Convention(relevant="integer>=1", rbp="graded"),
+    "replay": Convention(ap="list", gain="binary", ties="last"),
+    "torchmetrics": Convention(ap="hits"),
+    "sklearn": Convention(),
+}
 
 
 # Beyond-accuracy metrics, computed from top-K lists by _beyond (not from ranks). The flag is
@@ -58,7 +95,7 @@ BEYOND_METRICS = (
     Metric("ILD@K", "intra_list_diversity"),
     Metric("Unexpectedness@K", "unexpectedness"),
 )
-ALL_METRICS = METRICS + BEYOND_METRICS
+ALL_METRICS = RANK_METRICS + BEYOND_METRICS
 
 
 class MetricSelection(NamedTuple):

@@ -1,0 +1,81 @@
+"""The options every front door shares to reproduce a peer library's numbers (docs/peers.md):
+`convention`, `ties`, `relevance_threshold`, `persistence`; checked once here, and the
+changes they make to the inputs (which test entries are relevant, the item order of ties)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+import scipy.sparse as sp
+
+from ._registry import CONVENTIONS, GAINS
+
+TIES = ("first", "last")
+
+
+class Options:
+    """The checked options: .convention (a Convention), .gain, .threshold (None or a float),
+    .persistence (a float in (0, 1)), .reverse (ties by descending item)."""
+
+    def __init__(self, convention="gpureco", ties=None, gain="linear", relevance_threshold=None, persistence=0.8):
+        if not isinstance(convention, str) or convention not in CONVENTIONS:
+            raise ValueError(f"'convention' must be one of {', '.join(map(repr, CONVENTIONS))}; got {convention!r}.")
+        self.convention = CONVENTIONS[convention]
+        if ties is not None and (not isinstance(ties, str) or ties not in TIES):
+            raise ValueError(f"'ties' must be one of {', '.join(map(repr, TIES))} (or None: the convention's, "
+                             f"{self.convention.ties!r} for {convention!r}); got {ties!r}.")
+        self.reverse = (ties or self.convention.ties) == "last"
+        if not isinstance(gain, str) or gain not in GAINS:
+            raise ValueError(f"'gain' must be one of {', '.join(map(repr, GAINS))}; got {gain!r}.")
+        forced = self.convention.gain
+        if forced and gain not in ("linear", forced):
+            raise ValueError(f"convention={convention!r} uses gain={forced!r} (the peer's NDCG); got gain={gain!r}. "
+                             "Leave 'gain' out, or use convention='gpureco'.")
+        self.gain = forced or gain
+        if relevance_threshold is not None and (isinstance(relevance_threshold, bool) or
+                                                not isinstance(relevance_threshold, numbers.Real) or
+                                                not np.isfinite(relevance_threshold)):
+            raise TypeError(f"'relevance_threshold' must be a finite number or None; got {relevance_threshold!r}.")
+        self.threshold = None if relevance_threshold is None else float(relevance_threshold)
+        if (isinstance(persistence, bool) or not isinstance(persistence, numbers.Real)
+                or not 0 < persistence < 1):
+            raise ValueError(f"'persistence' (RBP's p) must be a number in (0, 1); got {persistence!r}.")
+        self.persistence = float(persistence)
+
+    def relevant(self, values):
+        """(keep, gains): which test entries of these values are relevant, and their gains:
+        ranx's rule keeps int(value) >= 1 with gain int(value); a threshold keeps value >= it."""
+        values = np.asarray(values, dtype=np.float64)
+        keep = np.ones(values.shape, bool)
+        if self.convention.relevant == "integer>=1":
+            values = np.trunc(values)
+            keep &= values >= 1
+        if self.threshold is not None:
+            keep &= values >= self.threshold
+        return keep, values
+
+    def relevant_matrix(self, X_test):
+        """X_test with only the relevant entries (and their gains), or X_test itself."""
+        if self.convention.relevant == "stored" and self.threshold is None:
+            return X_test
+        keep, values = self.relevant(X_test.data)
+        X = X_test.copy()
+        X.data = np.where(keep, values, 0.0)
+        return _canonical(X)
+
+
+def reversed_items(X):
+    """The CSR matrix X with its columns in reverse order (item j becomes n_items - 1 - j), in
+    canonical form: ranking it with ties by ascending item gives the original's ties by
+    descending item."""
+    return _canonical(X[:, ::-1])
+
+
+def _canonical(X):
+    """X in the engine's CSR form: sorted indices, no stored zeros, int32 indices, int64 indptr."""
+    X = sp.csr_array(X, copy=True)
+    X.eliminate_zeros()
+    X.sort_indices()
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int64)
+    return X
