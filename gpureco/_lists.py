@@ -129,7 +129,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     list_id, n_lists = _list_ids(recs, keys)
     item_codes, item_values = pd.factorize(pd.concat([recs["item"], truth["item"]], ignore_index=True), sort=True)
     n_codes = max(len(item_values), 1)
-    rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):].copy()
+    item_codes = item_codes.astype(np.int32 if n_codes <= np.iinfo(np.int32).max else np.int64)  # half the bytes
+    rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):].astype(np.int64)
     rec_key = list_id * n_codes + rec_item
     by_key, sorted_key = _check_unique(rec_key, recs, "recs", keys)
     del rec_key
@@ -162,6 +163,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
                    else pd.factorize(truth["user"])[0].astype(np.int64))
     _check_unique(truth_lists * n_codes + truth_item, truth, "truth", shared + ["user"])
     entries = rows[shared + ["user", "_list"]].assign(_row=np.arange(len(rows))).merge(truth_items, on=shared + ["user"])
+    del truth_items, truth_lists, truth_item, gains
     entry_row = entries["_row"].to_numpy()
     if np.any(entry_row[1:] < entry_row[:-1]):  # (pandas keeps the left frame's order: this is a safeguard)
         entries = entries.iloc[np.argsort(entry_row, kind="stable")]
