@@ -341,8 +341,8 @@ cdef extern from *:
     GR_DEFINE_PASS(float, f32, _16, int32_t, nextafterf, 16, , GR_ANY_16)
     GR_DEFINE_PASS(double, f64, _16, int64_t, nextafter, 16, , GR_ANY_16)
     #if defined(__GNUC__) && defined(__x86_64__)
-    #define GR_AVX2 __attribute__((target("arch=x86-64-v3")))
-    #define GR_AVX512 __attribute__((target("arch=x86-64-v4")))
+    #define GR_AVX2 __attribute__((target("avx2")))  /* (features by name: older compilers know them) */
+    #define GR_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
     GR_DEFINE_PASS(float, f32, _32, int32_t, nextafterf, 32, GR_AVX2, GR_ANY_32)
     GR_DEFINE_PASS(double, f64, _32, int64_t, nextafter, 32, GR_AVX2, GR_ANY_32)
     GR_DEFINE_PASS(float, f32, _64, int32_t, nextafterf, 64, GR_AVX512, GR_ANY_64)
@@ -352,7 +352,9 @@ cdef extern from *:
         if (!bytes) {
             const char* asked = getenv("GPURECO_VECTOR_BYTES");
             __builtin_cpu_init();
-            bytes = __builtin_cpu_supports("x86-64-v4") ? 64 : __builtin_cpu_supports("x86-64-v3") ? 32 : 16;
+            bytes = !__builtin_cpu_supports("avx2") ? 16
+                    : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") ? 64 : 32;
             if (asked && atoi(asked) >= 16 && atoi(asked) < bytes) bytes = atoi(asked) >= 32 ? 32 : 16;
         }
         return bytes;
