@@ -1,7 +1,6 @@
 """max_memory on the CPU: the peak memory beyond the inputs stays within the budget (plus
-10%), measured with tracemalloc (which sees NumPy's allocations); fewer ranking threads
-where the budget needs it; an explicit budget that cannot hold one user and one thread is a
-clear error."""
+10%), measured with tracemalloc (which sees NumPy's allocations); score blocks sized to the
+budget; an explicit budget that cannot hold one user's row is a clear error."""
 import tracemalloc
 import warnings
 
@@ -56,21 +55,25 @@ def test_peak_memory_within_the_budget(problem, budget_mib, metrics):
         np.testing.assert_array_equal(result[column], reference[column])  # the same numbers
 
 
-def test_fewer_threads_where_the_budget_needs_it():
+def test_blocks_fit_the_budget():
+    """Two cache-sized blocks where the budget holds them (one scored while the other is
+    ranked), else one block as large as the budget allows; an explicit batch_size is kept."""
     row = N_ITEMS * 4
-    assert _engine.cpu_plan(N_ITEMS, 4, 8, 100 * row) == (100 - 8 * 8, 8)
-    assert _engine.cpu_plan(N_ITEMS, 4, 8, 20 * row) == (20 - 2 * 8, 2)  # two threads fit, not eight
-    assert _engine.cpu_plan(N_ITEMS, 4, 8, 9 * row) == (1, 1)
-    assert _engine.cpu_plan(N_ITEMS, 4, 8, 100 * row, batch_size=3) == (3, 8)
+    users = max(_engine.CPU_BLOCK_USERS, _engine.CPU_BLOCK_BYTES // row)
+    assert _engine.cpu_plan(N_ITEMS, 4, 2 * users * row) == (users, 2)
+    assert _engine.cpu_plan(N_ITEMS, 4, 2 * users * row - 1) == (users, 1)
+    assert _engine.cpu_plan(N_ITEMS, 4, 9 * row) == (9, 1)
+    assert _engine.cpu_plan(N_ITEMS, 4, row) == (1, 1)
+    assert _engine.cpu_plan(N_ITEMS, 4, 9 * row, batch_size=3) == (3, 2)  # two blocks of 3 fit
 
 
 def test_a_budget_too_small_for_one_user_is_an_error(problem):
     X_train, X_test, A, B = problem
-    with pytest.raises(ValueError, match=r"'max_memory' must be at least 7200000 bytes for 200000 items \(9 rows of "
-                                         r"4-byte scores: one user's and the ranking thread's\); got 1000000"):
-        gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, device="cpu", max_memory=1_000_000)
+    with pytest.raises(ValueError, match=r"'max_memory' must be at least 800000 bytes for 200000 items \(one user's "
+                                         r"row of 4-byte scores\); got 700000"):
+        gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, device="cpu", max_memory=700_000)
 
 
 def test_the_default_budget_grows_for_huge_catalogues(monkeypatch):
     monkeypatch.setattr(_engine, "DEFAULT_MAX_MEMORY", 1000)  # as if the catalogue were huge
-    assert _engine.cpu_plan(N_ITEMS, 4, 2) == (1, 1)
+    assert _engine.cpu_plan(N_ITEMS, 4) == (1, 1)
