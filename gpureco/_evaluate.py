@@ -382,14 +382,7 @@ class Evaluator:
         return o.results(columns, counts, self.output, self._backend, index)
 
     def _rows(self, user_ids):
-        rows = np.asarray(_backend.to_host(v.plain_array(user_ids), "user_ids"))
-        if rows.ndim != 1 or rows.dtype.kind not in "iu":
-            raise ValueError(f"'user_ids' must be a 1-d array of ints (rows of X_test); got {rows.dtype} values "
-                             f"of shape {rows.shape}.")
-        rows = rows.astype(np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= self.n_users):
-            bad = rows[(rows < 0) | (rows >= self.n_users)]
-            raise ValueError(f"'user_ids' must be rows of X_test, in [0, {self.n_users - 1}]; got {int(bad[0])}.")
+        rows = v.user_rows(user_ids, self.n_users, "user_ids")
         if np.unique(rows).size != rows.size:
             raise ValueError("'user_ids' must be distinct; a user appears more than once in this batch.")
         return rows

@@ -85,11 +85,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if users is None:
         users = np.arange(n_users, dtype=np.int64)
     else:
-        users = np.asarray(_backend.to_host(users, "users"))
-        if users.ndim != 1 or users.dtype.kind not in "iu" or (users.size and (users.min() < 0 or users.max() >= n_users)):
-            raise ValueError(f"'users' must be a 1-d array of user indices in [0, {n_users - 1}]; got "
-                             f"{users.dtype} values of shape {users.shape}.")
-        users = users.astype(np.int64)
+        users = v.user_rows(users, n_users, "users", of="A")
     seed = v.check_seed(seed)
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = o.backend_for(device, output)

@@ -158,6 +158,20 @@ def plain_array(value):
     return value
 
 
+def user_rows(value, n_users, name, of="X_test"):
+    """`value` (any array of ints: NumPy, torch, CuPy, a list) as an int64 NumPy array of rows
+    (of the matrix `of` names), each in [0, n_users)."""
+    rows = np.asarray(_backend.to_host(plain_array(value), name))
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
+        raise ValueError(f"{label(name)} must be a 1-d array of ints (rows of {of}, in [0, {n_users - 1}]); got "
+                         f"{rows.dtype} values of shape {rows.shape}.")
+    rows = rows.astype(np.int64)
+    bad = rows[(rows < 0) | (rows >= n_users)]
+    if bad.size:
+        raise ValueError(f"{label(name)} must be rows of {of}, in [0, {n_users - 1}]; got {int(bad[0])}.")
+    return rows
+
+
 def host_array_or_device(value, what):
     """`value` unchanged if it lives in GPU memory, else as a NumPy array: a host input is then
     checked on the host before it moves, so no message comes from NumPy or CuPy (CuPy would

@@ -91,7 +91,7 @@ def test_lists_agree_with_the_metrics(device, rng):
     (dict(k=0), ValueError, "'k' must be"),
     (dict(k=5), ValueError, r"'k' must be an int in the range \[1, 4\]; got 5"),
     (dict(k=10**15), ValueError, r"'k' must be an int in the range \[1, 4\]; got 1000000000000000"),
-    (dict(users=[0, 9]), ValueError, r"'users' must be a 1-d array of user indices in \[0, 2\]"),
+    (dict(users=[0, 9]), ValueError, r"'users' must be rows of A, in \[0, 2\]; got 9"),
     (dict(X_train=sp.csr_array((2, 4))), ValueError, r"'X_train' must have shape \(3, 4\)"),
     (dict(A=None, B=None), ValueError, "No model given"),
     (dict(B=None), ValueError, "'A' and 'B' must both be given, or both be None"),
