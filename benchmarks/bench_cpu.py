@@ -217,8 +217,8 @@ def git_commit():
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                            timeout=10)
         commit = r.stdout.strip() or None
-        d = subprocess.run(["git", "status", "--porcelain", "--", "gpureco"], cwd=here, capture_output=True,
-                           text=True, timeout=10)
+        d = subprocess.run(["git", "status", "--porcelain", "--", "gpureco"], cwd=os.path.dirname(here),
+                           capture_output=True, text=True, timeout=10)  # from the root: the path is the package
         if commit and d.stdout.strip():
             commit += " (gpureco/ has uncommitted changes)"
         return commit
