@@ -250,13 +250,9 @@ def _n_columns(values, n_items):
              if x is not None and not parts.is_dask_frame(x) and len(getattr(x, "shape", ())) == 2}
     if n_items is not None:
         found["n_items"] = v.check_int(n_items, "n_items", low=1)
-    if not found:
-        raise ValueError("The number of items is unknown: pass 'n_items' (items are the column indices "
-                         "0..n_items-1 of the interactions).")
-    if len(set(found.values())) > 1:
-        raise ValueError("The inputs must have the same number of items (columns); got "
-                         + ", ".join(f"{name}: {n}" for name, n in found.items()) + ".")
-    return next(iter(found.values()))
+    return parts.agreed(found, "The number of items is unknown: pass 'n_items' (items are the column indices "
+                               "0..n_items-1 of the interactions).",
+                        "The inputs must have the same number of items (columns)")
 
 
 def _indexed(frame, start):

@@ -86,12 +86,18 @@ def n_users_of(values, n_users):
         if isinstance(n_users, bool) or not isinstance(n_users, (int, np.integer)) or n_users < 1:
             raise ValueError(f"'n_users' must be an int >= 1; got {n_users!r}.")
         found["n_users"] = int(n_users)
+    return agreed(found, "The number of users is unknown: every user-side input is a Dask DataFrame; pass "
+                         "'n_users' (users are the row indices 0..n_users-1).",
+                  "The user-side inputs must have the same number of users (rows)")
+
+
+def agreed(found, unknown, differ):
+    """The one size in {name: size} (the inputs' and the caller's); `unknown`: the message when
+    there is none, `differ`: the start of the message when they disagree."""
     if not found:
-        raise ValueError("The number of users is unknown: every user-side input is a Dask DataFrame; pass "
-                         "'n_users' (users are the row indices 0..n_users-1).")
+        raise ValueError(unknown)
     if len(set(found.values())) > 1:
-        raise ValueError("The user-side inputs must have the same number of users (rows); got "
-                         + ", ".join(f"{name}: {n}" for name, n in found.items()) + ".")
+        raise ValueError(f"{differ}; got " + ", ".join(f"{name}: {n}" for name, n in found.items()) + ".")
     return next(iter(found.values()))
 
 
