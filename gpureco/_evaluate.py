@@ -60,9 +60,14 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     convention : {"gpureco", "recometrics", "lenskit", "ranx", "replay", "torchmetrics", "sklearn"}, default="gpureco"
         Compute P, R, AP and NDCG as that library defines them (discount, denominators,
         gain, which test entries are relevant, tie order): the table of docs/peers.md.
-    ties : {"first", "last"}, default=None
+    ties : {"first", "last", "optimistic", "pessimistic", "average"}, default=None
         Equal scores rank by ascending ("first") or descending ("last", RePlay's) item index;
-        None: the convention's.
+        "optimistic" / "pessimistic" put every test item before / after the other pool items
+        of its score (McSherry and Najork's bounds); "average" gives each metric's expected
+        value over the random orders of tied items (scikit-learn's NDCG, DCG and ROC-AUC; its
+        average precision for PR_AUC), for P, TP, R, F1, Hit, RR, NDCG, DCG, RBP, RPrec and the
+        AUCs (others raise an error), at the cost of a second ranking pass. None: the
+        convention's. docs/peers.md has the formulas.
     relevance_threshold : float, default=None
         Only test entries whose value is at least this are relevant (the others are ordinary
         pool items); None: every stored entry.
@@ -179,13 +184,12 @@ class Evaluator:
         X_train, X_test = v.interactions(X_train, X_test)
         self._selection = parse_metrics(metrics, k)
         options = Options(convention, ties, gain, relevance_threshold, persistence)
-        if options.reverse and break_ties_with_noise:
-            raise ValueError("'ties' orders ties by item; break_ties_with_noise=True orders them by noise: "
-                             "pass one of them.")
+        options.check_ties(self._selection.names, break_ties_with_noise)
         request = v.request(self._selection.names, self._selection.cutoffs, X_test, min_pos_test=min_pos_test,
                             min_items_pool=min_items_pool, consider_cold_start=consider_cold_start,
                             gain=options.gain, nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
-        self._request = dataclasses.replace(request, convention=options.convention, persistence=options.persistence)
+        self._request = dataclasses.replace(request, convention=options.convention, persistence=options.persistence,
+                                            tie_mode=options.tie_mode)
         self._reverse = options.reverse
         seed = v.check_seed(seed)
         self._backend = o.backend_for(device, output)

@@ -70,7 +70,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         ``recs`` and ``truth`` (the results keep the names ``user`` ...).
     convention, ties, relevance_threshold, persistence
         As in :func:`evaluate` (docs/peers.md); a list is its own length (LensKit's
-        denominators), and ``ties`` orders equal scores by item.
+        denominators), and ``ties`` orders equal scores by item: "first" or "last" only (the
+        other tie rules need the whole pool's scores: :func:`evaluate`).
     output : {"pandas", "numpy", "cupy", "torch"}, default="pandas"
         The DataFrame below; or a dict with the index columns (``user`` and the ``group_by``
         columns) as NumPy arrays and one entry per metric: NumPy arrays, CuPy arrays (on the
@@ -113,6 +114,11 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     recs = v.as_pandas(_from_dict(recs, "recs"), "recs", "recommendations").rename(columns=names)
     truth = v.as_pandas(_from_dict(truth, "truth"), "truth", "held-out items").rename(columns=names)
     options = Options(convention, ties, gain, relevance_threshold, persistence)
+    if options.tie_mode:
+        raise ValueError(f"evaluate_lists ranks each list by its ranks or scores, ties by item: 'ties' must be "
+                         f"'first' or 'last' here; got ties={options.ties!r}"
+                         f"{'' if ties else f' (convention={convention!r} averages ties)'}. Pass ties='first', "
+                         "or score the whole pool with gpureco.evaluate for the other tie rules.")
     gain = options.gain
     group_by = _group_by(group_by)
     selection = _selection(metrics, k)

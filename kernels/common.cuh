@@ -24,9 +24,12 @@ GR_HD uint64_t gr_mix64(uint64_t x) {
 }
 
 // Ties go to the smaller key: the item index, or with noise a seeded 32-bit random
-// number per (user, item) above the item index.
+// number per (user, item) above the item index. noise = 2 (the tie modes optimistic,
+// pessimistic, average): item + 1, so that a test item's key 0 puts it before every tied
+// pool item and UINT64_MAX after every one.
 GR_HD uint64_t gr_tie_key(uint64_t seed, uint64_t user, uint64_t item, int noise) {
     if (!noise) return item;
+    if (noise == 2) return item + 1;
     uint64_t h = gr_mix64(gr_mix64(seed * 0x9E3779B97F4A7C15ULL + user) ^ item);
     return (h & 0xFFFFFFFF00000000ULL) | item;
 }

@@ -91,7 +91,7 @@ def rank_tile(grid, block, args):
         if np.any(near):
             e = s[near] if given else _defined(np.full(int(near.sum()), u), items[near], A, B, n_factors, bias)
             keys = tie_keys(np.full(int(near.sum()), u, dtype=np.int64), items[near].astype(np.int64), int(seed),
-                            bool(noise))
+                            int(noise))
             c[near] = [int(np.sum((ts > x) | ((ts == x) & (tk < key)))) for x, key in zip(e, keys)]
         np.add.at(cnt, t0 + c[c < m], 1)
 
@@ -100,7 +100,7 @@ def pair_scores_kernel(grid, block, args):
     users, items, n, A, B, n_factors, bias, seed, noise, scores, keys = args
     if not _is_null(scores):
         scores[:] = _defined(users, items, A, B, n_factors, bias)
-    keys[:] = tie_keys(users.astype(np.int64), items.astype(np.int64), int(seed), bool(noise))
+    keys[:] = tie_keys(users.astype(np.int64), items.astype(np.int64), int(seed), int(noise))
 
 
 def pool_stats(grid, block, args):

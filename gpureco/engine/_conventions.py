@@ -11,12 +11,17 @@ import scipy.sparse as sp
 
 from ._registry import CONVENTIONS, GAINS
 
-TIES = ("first", "last")
+TIES = ("first", "last", "optimistic", "pessimistic", "average")
+TIE_MODES = {"optimistic": 1, "pessimistic": 2, "average": 3}  # the engine's tie_mode (0: by item)
+# the metrics whose expectation over the orders of tied scores ties="average" computes (_ties.py)
+AVERAGE_TIES = ("P@K", "TP@K", "R@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC", "DCG@K", "F1@K", "RBP@K",
+                "RPrec")
 
 
 class Options:
     """The checked options: .convention (a Convention), .gain, .threshold (None or a float),
-    .persistence (a float in (0, 1)), .reverse (ties by descending item)."""
+    .persistence (a float in (0, 1)), .ties (the tie rule), .reverse (ties by descending item),
+    .tie_mode (TIE_MODES: 0 by item, 1 optimistic, 2 pessimistic, 3 average)."""
 
     def __init__(self, convention="gpureco", ties=None, gain="linear", relevance_threshold=None, persistence=0.8):
         if not isinstance(convention, str) or convention not in CONVENTIONS:
@@ -25,7 +30,11 @@ class Options:
         if ties is not None and (not isinstance(ties, str) or ties not in TIES):
             raise ValueError(f"'ties' must be one of {', '.join(map(repr, TIES))} (or None: the convention's, "
                              f"{self.convention.ties!r} for {convention!r}); got {ties!r}.")
-        self.reverse = (ties or self.convention.ties) == "last"
+        self.ties = ties or self.convention.ties
+        self._ties_from = f"convention={convention!r} averages tied scores as that library does, and " \
+            if ties is None and self.ties == "average" else ""
+        self.reverse = self.ties == "last"
+        self.tie_mode = TIE_MODES.get(self.ties, 0)
         if not isinstance(gain, str) or gain not in GAINS:
             raise ValueError(f"'gain' must be one of {', '.join(map(repr, GAINS))}; got {gain!r}.")
         forced = self.convention.gain
@@ -42,6 +51,20 @@ class Options:
                 or not 0 < persistence < 1):
             raise ValueError(f"'persistence' (RBP's p) must be a number in (0, 1); got {persistence!r}.")
         self.persistence = float(persistence)
+
+    def check_ties(self, names, break_ties_with_noise):
+        """Refuse what the tie rule cannot do: noise with a rule of its own, and metrics that
+        ties="average" does not average (`names`: the registry columns asked for)."""
+        if self.ties != "first" and break_ties_with_noise:
+            raise ValueError(f"ties={self.ties!r} orders equal scores by its own rule; break_ties_with_noise=True "
+                             "orders them by noise: pass one of them.")
+        if self.tie_mode == 3:
+            refused = [name for name in names if name not in AVERAGE_TIES]
+            if refused:
+                raise ValueError(f"{self._ties_from}ties='average' (the expected value over the orders of tied "
+                                 f"scores) is defined for {', '.join(AVERAGE_TIES)}; got metrics "
+                                 f"{', '.join(refused)}. Compute those with ties='first', 'optimistic' or "
+                                 "'pessimistic'.")
 
     def relevant(self, values):
         """(keep, gains): which test entries of these values are relevant, and their gains:

@@ -16,10 +16,12 @@ from ._cpu_ranks import pair_scores, rank_test_items, tie_keys
 from ._scores import checked_magnitudes, magnitudes, row_entries, score_tolerance, select_top_k
 
 class CpuRanking:
-    """Ranks, pool minimum, maximum and non-finite flag for every evaluated user."""
+    """Ranks, pool minimum, maximum and non-finite flag for every evaluated user (and, when
+    asked, the test entries' defined scores)."""
 
-    def __init__(self, n_users, nnz_test):
+    def __init__(self, n_users, nnz_test, with_scores=False):
         self.ranks = np.zeros(nnz_test, dtype=np.int64)
+        self.test_scores = np.full(nnz_test, np.nan) if with_scores else None
         self.pool_min = np.full(n_users, np.nan)
         self.pool_max = np.full(n_users, np.nan)
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
@@ -42,12 +44,14 @@ def score_block(user_rows, B, biases, out):
     return scores
 
 
-def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True):
+def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True, tie_mode=0, with_scores=False):
     """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time;
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1).
     With `overlap`, a batch's scores are computed while the threads rank the batch before (two
-    blocks of scores: BLAS's threads work instead of spinning while the ranking runs)."""
-    result = CpuRanking(problem.n_users, problem.X_test.nnz)
+    blocks of scores: BLAS's threads work instead of spinning while the ranking runs).
+    tie_mode 1 / 2: every test item ranks before / after the other pool items of its score
+    (_cpu_ranks.rank_test_items); with_scores: also the test entries' defined scores."""
+    result = CpuRanking(problem.n_users, problem.X_test.nnz, with_scores)
     train, test, n_items = problem.X_train, problem.X_test, problem.n_items
     given = problem.score_rows is not None  # the scores themselves: F = 0 factors, no error
     # a non-personalised model has no factors (F = 0): the scores are the biases
@@ -75,7 +79,8 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True):
             ranking = [pool.submit(rank_test_items, scores, user_rows, items, biases, has_bias, items_finite, tol, batch,
                                    train.indptr, train.indices, test.indptr, test.indices, result.ranks,
                                    result.pool_min, result.pool_max, result.nonfinite, problem.seed,
-                                   problem.break_ties_with_noise, max_rank, int(lo), int(hi), given)
+                                   problem.break_ties_with_noise, max_rank, int(lo), int(hi), given, tie_mode,
+                                   result.test_scores)
                        for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
             if len(blocks) == 1:
                 for job in ranking:

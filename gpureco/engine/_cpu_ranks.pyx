@@ -40,9 +40,12 @@ cdef extern from *:
         x ^= x >> 31; return x;
     }
     /* Ties are broken by ascending key: the item index, or, with noise, a seeded
-       counter-based 32-bit random number per (user, item) with the item index below it. */
+       counter-based 32-bit random number per (user, item) with the item index below it.
+       noise = 2 (ties="optimistic"/"pessimistic"/"average"): item + 1, so that a test item's
+       key 0 puts it before every tied pool item and UINT64_MAX after every one. */
     static inline uint64_t gpureco_tie_key(uint64_t seed, uint64_t user, uint64_t item, int noise) {
         if (!noise) return item;
+        if (noise == 2) return item + 1;
         uint64_t h = gpureco_mix64(gpureco_mix64(seed * 0x9E3779B97F4A7C15ULL + user) ^ item);
         return (h & 0xFFFFFFFF00000000ULL) | item;
     }
@@ -458,13 +461,14 @@ cdef int outranks_cmp(const void* x_, const void* y_) noexcept nogil:
         return -1
     if x.key > y.key:
         return 1
-    return 0
+    return (x.entry > y.entry) - (x.entry < y.entry)  # equal keys (the tie modes): ascending item
 
 
 cdef void rank_one_user(const factor_t* row, int64_t n_items,
                         const int32_t* train_idx, int64_t n_train,
                         const int32_t* test_idx, int64_t n_test, int64_t first_entry,
-                        gr_pass* p, bint given, int64_t max_rank, Scratch* w, int64_t* ranks,
+                        gr_pass* p, bint given, int tie_mode, int64_t max_rank, Scratch* w, int64_t* ranks,
+                        double* test_scores,
                         double* pool_min, double* pool_max, uint8_t* nonfinite) noexcept nogil:
     cdef int64_t i, n_ranked, counted
     cdef double v, mn, mx
@@ -476,8 +480,12 @@ cdef void rank_one_user(const factor_t* row, int64_t n_items,
         return
     for i in range(n_test):
         w.tests[i].score = exact_score(p.model, test_idx[i], row[0])
-        w.tests[i].key = gpureco_tie_key(p.seed, p.user, test_idx[i], p.noise)
+        # the tie modes (noise 2): every test item before (key 0) or after (UINT64_MAX) its tied pool items
+        w.tests[i].key = (gpureco_tie_key(p.seed, p.user, test_idx[i], p.noise) if tie_mode == 0
+                          else (0 if tie_mode == 1 else 0xFFFFFFFFFFFFFFFF))
         w.tests[i].entry = first_entry + i
+        if test_scores != NULL:
+            test_scores[first_entry + i] = w.tests[i].score
     qsort(w.tests, n_test, sizeof(TestEntry), outranks_cmp)
     for i in range(n_test):
         w.scores[i] = w.tests[i].score
@@ -549,7 +557,8 @@ def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_f
                     const int64_t[::1] test_indptr, const int32_t[::1] test_indices,
                     int64_t[::1] ranks, double[::1] pool_min, double[::1] pool_max,
                     uint8_t[::1] nonfinite, uint64_t seed, bint noise, int64_t max_rank,
-                    int64_t row_begin, int64_t row_end, bint given=False):
+                    int64_t row_begin, int64_t row_end, bint given=False, int tie_mode=0,
+                    double[::1] test_scores=None):
     """Rank the test items of users[row_begin:row_end].
 
     scores: the BLAS (filter) scores, batch x n_items; user_factors: batch x F, the batch's
@@ -561,6 +570,12 @@ def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_f
     (a test item outside the user's top K then gets K + 1).
     given: the score rows are the scores themselves (a score matrix or function): they are
     the defined scores (F = 0 factors, tol = 0).
+    tie_mode: 0, ties by key; 1 (optimistic), every test item before the other pool items of
+    its score; 2 (pessimistic), after them (test items of one score by ascending item either
+    way; `noise` must be off). The pool's keys are then item + 1, the test items' 0 or
+    UINT64_MAX.
+    test_scores: None, or an array like `ranks` that receives each test entry's defined score
+    (the tie groups of ties="average").
     Indptr and indices are the whole CSR arrays (indices sorted within rows; a user's training
     and test items disjoint); results are written at the users' own positions in `ranks` (one
     per test entry) and in the pool statistics (one per user). Runs without the GIL, so threads
@@ -571,6 +586,11 @@ def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_f
     cdef Scratch w
     cdef gr_model model
     cdef gr_pass p
+    cdef double* scores_out = NULL
+    if test_scores is not None and test_scores.shape[0]:
+        if test_scores.shape[0] != ranks.shape[0]:
+            raise ValueError("test_scores must have one value per test entry")
+        scores_out = &test_scores[0]
     if item_factors.shape[0] != n_items or user_factors.shape[1] != n_factors:
         raise ValueError("the factors do not match the score block")
     if has_bias and item_biases.shape[0] != n_items:
@@ -580,7 +600,7 @@ def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_f
         max_test = max(max_test, test_indptr[u + 1] - test_indptr[u])
     model = factor_model(item_factors, item_biases, has_bias)
     p.model = &model
-    p.seed, p.noise = seed, noise
+    p.seed, p.noise = seed, (2 if tie_mode else noise)
     with nogil:
         w.tests = <TestEntry*>malloc((max_test + 1) * sizeof(TestEntry))
         w.scores = <double*>malloc((max_test + 1) * sizeof(double))
@@ -609,8 +629,8 @@ def rank_test_items(const factor_t[:, ::1] scores, const factor_t[:, ::1] user_f
             rank_one_user(&scores[c, 0], n_items,
                           &train_indices[0] + train_indptr[u], train_indptr[u + 1] - train_indptr[u],
                           &test_indices[0] + test_indptr[u], test_indptr[u + 1] - test_indptr[u],
-                          test_indptr[u], &p, given, max_rank,
-                          &w, &ranks[0], &pool_min[u], &pool_max[u], &nonfinite[u])
+                          test_indptr[u], &p, given, tie_mode, max_rank,
+                          &w, &ranks[0], scores_out, &pool_min[u], &pool_max[u], &nonfinite[u])
         free(w.tests)
         free(w.scores)
         free(w.keys)
@@ -650,8 +670,9 @@ def vector_bytes():
     return gr_vector_bytes()
 
 
-def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, bint noise):
-    """The tie-break keys of (user, item) pairs, as the ranking uses them (for tests and docs)."""
+def tie_keys(const int64_t[::1] users, const int64_t[::1] items, uint64_t seed, int noise):
+    """The tie-break keys of (user, item) pairs, as the ranking uses them (for tests and docs);
+    noise 0 (off), 1 (on) or 2 (the tie modes' pool keys, item + 1)."""
     import numpy as np
     out = np.empty(users.shape[0], dtype=np.uint64)
     cdef uint64_t[::1] o = out

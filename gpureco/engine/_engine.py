@@ -16,6 +16,7 @@ from . import _backend, _cpu
 from ._metrics import metrics_from_ranks, nan_reasons
 from ._registry import GAIN_METRICS, K_BOUND_IN_POOL, NAN_REASONS, WHOLE_POOL
 from ._scores import row_entries
+from ._ties import metrics_with_average_ties
 
 DEFAULT_MAX_MEMORY = 256 * 2**20  # bytes of CPU score buffers (cpu_plan)
 CPU_BLOCK_BYTES, CPU_BLOCK_USERS = 48 * 2**20, 64  # the CPU score block's size where the budget allows
@@ -82,6 +83,7 @@ class Request:
     gain: str = "linear"
     convention: object = None  # a _registry.Convention; None: gpureco's
     persistence: float = 0.8  # RBP's p
+    tie_mode: int = 0  # _conventions.TIE_MODES: 0 ties by key, 1 optimistic, 2 pessimistic, 3 average
     nthreads: int = 1
     batch_size: int | None = None
     max_memory: int | None = None
@@ -113,32 +115,48 @@ def _evaluate(problem, request, rows=None):
     reason = nan_reasons(n_test, n_pool, n_train, np.zeros(rows.shape[0], bool), no_scores, no_scores + 1,
                          min_pos_test, min_items_pool, consider_cold_start)
     users = rows[reason == 0]  # only these need scores
+    # ties="average" ranks twice, each test item before and after the other items of its score
+    modes = (1, 2) if request.tie_mode == 3 else (request.tie_mode,)
     if problem.device[0] == "gpu":
         from . import _gpu
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
-        ranking = _gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
+        rankings = [_gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY,
+                                    mode, with_scores=len(modes) == 2) for mode in modes]
     else:
         # given scores: the caller's rows and their float64 conversion, a batch ranked and the next
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
         batch_size, blocks = cpu_plan(problem.n_items, itemsize, max_memory, request.batch_size)
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
-        # (RPrec looks at the top |T|; bpref and the AUCs at the whole pool)
-        max_rank = 0 if set(WHOLE_POOL) & set(names) else int(max(cutoffs))
+        # (RPrec looks at the top |T|; bpref and the AUCs at the whole pool; ties="average" at the
+        # whole tie group that a cut-off falls into)
+        max_rank = 0 if set(WHOLE_POOL) & set(names) or len(modes) == 2 else int(max(cutoffs))
         max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
-        ranking = _cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2)
+        rankings = [_cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2,
+                                    tie_mode=mode, with_scores=len(modes) == 2) for mode in modes]
+    ranking = rankings[0]
     # integers from here on: the metrics are computed on the host, in one defined order
     nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
     pool_min, pool_max = host_array(ranking.pool_min)[rows], host_array(ranking.pool_max)[rows]
     ranks, gains = host_array(ranking.ranks), problem.X_test.data
+    if len(modes) == 2:
+        last, scores = host_array(rankings[1].ranks), host_array(ranking.test_scores)
     if rows.shape[0] < problem.n_users:  # the test entries of `rows`, in their order
         entries = row_entries(np, problem.X_test.indptr, rows)[1]
         ranks, gains = ranks[entries], gains[entries]
+        if len(modes) == 2:
+            last, scores = last[entries], scores[entries]
     reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, min_pos_test, min_items_pool,
                          consider_cold_start)
-    values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool,
-                                np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain,
-                                convention=request.convention, persistence=request.persistence)
+    if len(modes) == 2:
+        values = metrics_with_average_ties(ranks, last, scores, gains.astype(np.float64), n_test, n_pool,
+                                           np.asarray(cutoffs, dtype=np.int64), names, reason == 0,
+                                           gain=request.gain, convention=request.convention,
+                                           persistence=request.persistence)
+    else:
+        values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool,
+                                    np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain,
+                                    convention=request.convention, persistence=request.persistence)
     ndcg_nan = np.isnan(values["NDCG@K"][:, 0]) if "NDCG@K" in values else None
     counts = nan_counts(set(values), reason, n_pool, n_test, int(max(cutoffs, default=0)), ndcg_nan)
     return values, counts

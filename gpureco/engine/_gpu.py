@@ -154,10 +154,12 @@ class GivenScores:
 
 
 class GpuRanking:
-    """Ranks, pool minimum, maximum and non-finite flag of every evaluated user (device arrays)."""
+    """Ranks, pool minimum, maximum and non-finite flag of every evaluated user (device arrays),
+    and, when asked, the test entries' defined scores."""
 
-    def __init__(self, cp, n_users, nnz_test):
+    def __init__(self, cp, n_users, nnz_test, with_scores=False):
         self.ranks = cp.zeros(nnz_test, dtype=cp.int64)
+        self.test_scores = cp.full(nnz_test, cp.nan) if with_scores else None
         self.pool_min = cp.full(n_users, cp.nan)
         self.pool_max = cp.full(n_users, cp.nan)
         self.nonfinite = cp.zeros(n_users, dtype=cp.uint8)
@@ -198,12 +200,14 @@ def _device_csr(X, cache=None):
     return cache[id(X)][1:]
 
 
-def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
-    """Rank the test items of `users` (sorted host int64 row indices): _cpu.rank_users on the GPU."""
+def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_MEMORY, tie_mode=0,
+               with_scores=False):
+    """Rank the test items of `users` (sorted host int64 row indices): _cpu.rank_users on the GPU,
+    tie modes and test scores included."""
     cp = _backend.cupy()
     train_indptr, train_indices = _device_csr(problem.X_train, problem.cache)
     test_indptr, test_indices = _device_csr(problem.X_test, problem.cache)
-    result = GpuRanking(cp, problem.n_users, problem.X_test.nnz)
+    result = GpuRanking(cp, problem.n_users, problem.X_test.nnz, with_scores)
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
     per_user = 8 * scorer.n_factors + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
@@ -212,7 +216,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
     stats = kernel("exact_scores", f"pool_stats_{scorer.suffix}")
-    seed, noise = np.uint64(problem.seed), np.int32(problem.break_ties_with_noise)
+    # the tie modes: the pool's keys are item + 1 (noise 2), the test items' 0 or UINT64_MAX
+    seed, noise = np.uint64(problem.seed), np.int32(2 if tie_mode else problem.break_ties_with_noise)
 
     def run(begin, end):
         batch = users_d[begin:end]
@@ -223,7 +228,12 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         items = test_indices[entry].astype(cp.int64)
         user_rows = scorer.user_rows(batch)
         scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
-        order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
+        if tie_mode:  # equal keys: the test items of one score by ascending item (entry)
+            keys = cp.full(m, 0 if tie_mode == 1 else np.iinfo(np.uint64).max, dtype=cp.uint64)
+            order = cp.lexsort(cp.stack([entry.astype(cp.uint64), keys, ~order_key(cp, scores),
+                                         local.astype(cp.uint64)]))
+        else:
+            order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
         scores, keys, entry = scores[order], keys[order], entry[order]
         counts = cp.zeros(m, dtype=cp.int32)
         pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
@@ -257,7 +267,19 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         # rank of the i-th best test item = counts[0] + ... + counts[i] within its user
         total = cp.cumsum(counts, dtype=cp.int64)
         before_user = (total - counts)[cp.minimum(tests_begin[:-1], max(m - 1, 0))] if m else total
-        result.ranks[entry] = total - before_user[local[order]]
+        ranks = total - before_user[local[order]]
+        if tie_mode and m:  # counts[c] gathered a tie group [g0, g1)'s own items at g1 (optimistic) or g0
+            position = cp.arange(m, dtype=cp.int64)
+            start = cp.ones(m, dtype=bool)
+            start[1:] = (local[order][1:] != local[order][:-1]) | (scores[1:] != scores[:-1])
+            group = cp.cumsum(start, dtype=cp.int64) - 1  # integers: a scan is exact
+            first = cp.flatnonzero(start)
+            ends = cp.concatenate([first[1:], cp.asarray([m])])
+            ranks = (ranks + 1 + (position - first[group]) if tie_mode == 1
+                     else ranks + 1 - (ends[group] - position))
+        result.ranks[entry] = ranks
+        if with_scores:
+            result.test_scores[entry] = scores
 
     batches(users.shape[0], rows, run)
     return result

@@ -104,6 +104,19 @@ def persistence_powers(n, persistence):
     return np.array(powers[: n + 1], dtype=np.float64)
 
 
+def transformed_gains(gains, gain):
+    """The NDCG gains of X_test values: "linear" (the values), "binary" (1 where positive) or
+    "exponential" (2**g - 1: exactly, by ldexp, for integer g; expm1(g ln 2) otherwise, which
+    stays positive and accurate for tiny positive g, where 2**g - 1 gives 0)."""
+    if gain == "exponential":
+        whole = gains == np.floor(gains)
+        exponent = np.where(whole, np.clip(gains, -1100, 1100), 0).astype(np.int64)
+        return np.where(whole, np.ldexp(1.0, exponent) - 1.0, np.expm1(np.where(whole, 0.0, gains) * np.log(2.0)))
+    if gain == "binary":
+        return (gains > 0).astype(np.float64)
+    return gains
+
+
 def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain="linear", *, length=None,
                        convention=None, persistence=0.8):
     """The requested metrics of every user, at every cut-off.
@@ -124,12 +137,7 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
     """
     from ._registry import CONVENTIONS  # (the registry imports nothing from here)
     convention = convention or CONVENTIONS["gpureco"]
-    if gain == "exponential":  # 2**g - 1: exactly (ldexp) for integer g; expm1(g ln 2) otherwise, which stays
-        whole = gains == np.floor(gains)  # positive (and accurate) for tiny positive g, where 2**g - 1 gives 0
-        exponent = np.where(whole, np.clip(gains, -1100, 1100), 0).astype(np.int64)
-        gains = np.where(whole, np.ldexp(1.0, exponent) - 1.0, np.expm1(np.where(whole, 0.0, gains) * np.log(2.0)))
-    elif gain == "binary":
-        gains = (gains > 0).astype(np.float64)
+    gains = transformed_gains(gains, gain)
     n_users, n_cut = n_test.shape[0], cutoffs.shape[0]
     out = {name: np.full((n_users, n_cut) if name.endswith("@K") else n_users, np.nan) for name in names}
     order = [m.column for m in RANK_METRICS]

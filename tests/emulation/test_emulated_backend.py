@@ -140,6 +140,30 @@ def test_given_scores_equal_the_cpu(monkeypatch):
     assert (13, 2) in grids and (13, 1) in grids  # the second tile: rows[:, 5000:], a strided view
 
 
+@pytest.mark.parametrize("ties", ["optimistic", "pessimistic", "average"])
+def test_tie_modes_equal_the_cpu(monkeypatch, ties):
+    """ties="optimistic" / "pessimistic" / "average" (test items keyed 0 or UINT64_MAX, the
+    pool item + 1, and the groups' ranks fixed up on the host), with the filter's scores near
+    every tie (integer factors) and with given scores, over tiles, segments and batches."""
+    from gpureco.engine._conventions import AVERAGE_TIES
+    X_train, X_test, A, B, bias = problem(12, dtype=np.float32, integer=True)
+    names = [name.removesuffix("@K") for name in AVERAGE_TIES]
+    scores = np.round(np.random.default_rng(12).standard_normal(X_test.shape), 1)
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=7), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for batch_size in (None, 5):
+            out = {device: gpureco.Evaluator(X_test, X_train, names, [1, 10], ties=ties, device=device,
+                                             output="numpy", batch_size=batch_size)(A, B, item_biases=bias)
+                   for device in ("cpu", "gpu")}
+            assert_identical(out["cpu"], out["gpu"])
+            assert np.isfinite(out["cpu"]["NDCG@10"]).sum() >= 8
+        out = {device: gpureco.evaluate(scores, X_test, X_train, names, 10, ties=ties, device=device, output="numpy")
+               for device in ("cpu", "gpu")}
+        assert_identical(out["cpu"], out["gpu"])
+        first = gpureco.evaluate(scores, X_test, X_train, ["NDCG"], 10, output="numpy")
+    assert not np.array_equal(first["NDCG@10"], out["cpu"]["NDCG@10"], equal_nan=True)  # the rule matters here
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dtype):
     """Emulation cannot round as cuBLAS does; instead every score tile is perturbed by random
