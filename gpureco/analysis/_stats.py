@@ -18,7 +18,7 @@ _P_VALUES = ("p_ttest", "p_wilcoxon", "p_permutation")
 METRIC = dict(what=" (a metric)", hint=" Put identifiers in the index (or pass them as 'by' to summarize).")
 
 
-def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, by=None):
+def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, by=None, ddof=1):
     r"""Mean, spread and confidence interval of every metric over the users.
 
     For each column of ``per_user`` with the :math:`n` non-NaN values :math:`x_1, \dots, x_n`:
@@ -28,7 +28,14 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
         \text{CI}_t = \bar x \pm t_{(1+c)/2,\ n-1}\, s / \sqrt n
 
     with :math:`c` = ``confidence`` and :math:`t_{q,\nu}` the Student-t quantile. With
-    ``ci="bootstrap"`` the interval is the percentile bootstrap: the :math:`(1-c)/2` and
+    ``ci="normal"`` the quantile is the normal one, as RePlay's ``ConfidenceInterval`` metric
+    mode computes it (``norm.ppf((1 + alpha) / 2) * scipy.stats.sem(x)``, the same sample
+    :math:`s`; RePlay reports the half-width, here it is ``ci_high - mean``):
+
+    .. math::
+        \text{CI}_\text{normal} = \bar x \pm z_{(1+c)/2}\, s / \sqrt n.
+
+    With ``ci="bootstrap"`` the interval is the percentile bootstrap: the :math:`(1-c)/2` and
     :math:`(1+c)/2` quantiles (NumPy's linear interpolation) of the means of ``n_resamples``
     resamples of the :math:`n` values drawn with replacement, from
     ``numpy.random.default_rng(seed)``; every column starts from the same seed, so a column's
@@ -41,7 +48,7 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
         ``evaluate_lists`` return it. Columns named in ``by`` are not summarised.
     confidence : float, default=0.95
         In (0, 1).
-    ci : {"t", "bootstrap"}, default="t"
+    ci : {"t", "normal", "bootstrap"}, default="t"
     n_resamples : int, default=10_000
         Bootstrap resamples (``ci="bootstrap"``); the cost is ``n_resamples * n`` draws.
     seed : int, default=0
@@ -49,6 +56,12 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
     by : str or list of str, default=None
         Columns or index levels to group by (for example ``"algorithm"`` on the output of
         ``evaluate_lists`` with ``group_by``): one summary per group.
+    ddof : {0, 1}, default=1
+        Of the ``std`` column only: 1 gives :math:`s` above (divisor :math:`n - 1`, as
+        pandas, ``scipy.stats.sem`` and LensKit's ``RunAnalysisResult.list_summary``); 0
+        divides by :math:`n` (``numpy.std``'s default, as ranx's ``evaluate(...,
+        return_std=True)`` and LensKit's ``MeasurementCollector.summary_metrics``). The
+        intervals always use :math:`s`.
 
     Returns
     -------
@@ -56,14 +69,16 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
         Indexed by metric column (preceded by the ``by`` keys), with columns ``mean``,
         ``std``, ``median``, ``ci_low``, ``ci_high``, ``n_users`` (non-NaN values) and
         ``n_nan``. ``attrs["nan_reasons"]`` copies ``per_user.attrs["nan_reasons"]`` (NaN
-        counts by rule of docs/metrics.md), ``attrs["confidence"]`` and ``attrs["ci"]``
-        record the interval.
+        counts by rule of docs/metrics.md), ``attrs["confidence"]``, ``attrs["ci"]`` and
+        ``attrs["ddof"]`` record the options.
 
     Notes
     -----
     NaN values (users a metric is not defined for) are left out. A column without a
-    non-NaN value gives NaN everywhere; one with a single value gives NaN for ``std`` and
-    the t interval (the bootstrap interval of one value is that value).
+    non-NaN value gives NaN everywhere; one with a single value gives NaN for ``std`` (0 with
+    ``ddof=0``) and for the t and normal intervals (the bootstrap interval of one value is
+    that value; RePlay's Spark and Polars paths give a half-width of 0 there, its NumPy path
+    NaN).
 
     Examples
     --------
@@ -76,9 +91,10 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
     """
     per_user = v.as_pandas(per_user, "per_user", "per-user metrics")
     confidence = v.check_fraction(confidence, "confidence")
-    v.check_choice(ci, "ci", ("t", "bootstrap"))
+    v.check_choice(ci, "ci", ("t", "normal", "bootstrap"))
     n_resamples = v.check_int(n_resamples, "n_resamples", low=1)
     seed = v.check_seed(seed)
+    ddof = v.check_int(ddof, "ddof", low=0, high=1)
     if by is not None:
         keys = [by] if isinstance(by, str) else list(by)
         missing = [key for key in keys if key not in per_user.columns and key not in per_user.index.names]
@@ -87,15 +103,16 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
                              f"{list(per_user.columns)} and index levels {list(per_user.index.names)}).")
         groups = per_user.groupby(by, sort=True)
         parts = {key: _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci,
-                               n_resamples, seed) for key, frame in groups}
+                               n_resamples, seed, ddof) for key, frame in groups}
         out = pd.concat(parts, names=keys)
     else:
-        out = _summary(per_user, confidence, ci, n_resamples, seed)
-    out.attrs.update(nan_reasons=dict(per_user.attrs.get("nan_reasons", {})), confidence=confidence, ci=ci)
+        out = _summary(per_user, confidence, ci, n_resamples, seed, ddof)
+    out.attrs.update(nan_reasons=dict(per_user.attrs.get("nan_reasons", {})), confidence=confidence, ci=ci,
+                     ddof=ddof)
     return out
 
 
-def _summary(per_user, confidence, ci, n_resamples, seed):
+def _summary(per_user, confidence, ci, n_resamples, seed, ddof):
     rows = {}
     for column in per_user.columns:
         values = v.numeric_column(per_user, column, "per_user", finite=False, **METRIC)
@@ -103,22 +120,25 @@ def _summary(per_user, confidence, ci, n_resamples, seed):
         n = x.size
         mean = x.mean() if n else np.nan
         std = x.std(ddof=1) if n > 1 else np.nan
-        if ci == "t":
-            low, high = _t_interval(mean, std, n, confidence)
-        else:
+        if ci == "bootstrap":
             low, high = _bootstrap_interval(x, confidence, n_resamples, seed)
-        rows[column] = dict(mean=mean, std=std, median=np.median(x) if n else np.nan, ci_low=low, ci_high=high,
-                            n_users=n, n_nan=values.size - n)
+        else:
+            low, high = _mean_interval(mean, std, n, confidence, normal=ci == "normal")
+        rows[column] = dict(mean=mean, std=x.std(ddof=ddof) if n > ddof else np.nan,
+                            median=np.median(x) if n else np.nan, ci_low=low, ci_high=high, n_users=n,
+                            n_nan=values.size - n)
     out = pd.DataFrame.from_dict(rows, orient="index",
                                  columns=["mean", "std", "median", "ci_low", "ci_high", "n_users", "n_nan"])
     out.index.name = "metric"
     return out
 
 
-def _t_interval(mean, std, n, confidence):
+def _mean_interval(mean, std, n, confidence, normal=False):
+    """mean -+ q s / sqrt(n), q the Student-t quantile with n - 1 degrees of freedom (the normal one if normal)."""
     if n < 2:
         return np.nan, np.nan
-    half = scipy.stats.t.ppf((1 + confidence) / 2, n - 1) * std / np.sqrt(n)
+    q = scipy.stats.norm.ppf((1 + confidence) / 2) if normal else scipy.stats.t.ppf((1 + confidence) / 2, n - 1)
+    half = q * std / np.sqrt(n)
     return mean - half, mean + half
 
 
@@ -133,7 +153,7 @@ def _bootstrap_interval(x, confidence, n_resamples, seed):
     return low, high
 
 
-def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=0, correction="holm"):
+def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=0, correction="holm", tukey=False):
     r"""Paired comparison of models, metric by metric, on the users every model was scored on.
 
     For every pair of models (a, b), a before b in the order given, and every metric column
@@ -157,6 +177,22 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     model pair: with the pair's :math:`m` non-NaN p-values sorted,
     :math:`p_{(i)}^{adj} = \max_{j \le i} \min(1, (m - j + 1)\, p_{(j)})`.
 
+    ``wins_a``, ``ties`` and ``wins_b`` count the same :math:`n` users by
+    :math:`x_{a,u} > x_{b,u}`, :math:`x_{a,u} = x_{b,u}` (exact float equality) and
+    :math:`x_{a,u} < x_{b,u}`: ranx's win/tie/loss ``W``, ``T``, ``L`` of a against b
+    (``compare(...).win_tie_loss[(a, b)][metric]`` in ranx 0.3.21).
+
+    With ``tukey=True``, ``p_tukey`` is Tukey's HSD p-value of the pair, from
+    ``scipy.stats.tukey_hsd`` of all the models' values on that metric, as ranx's
+    ``compare(..., stat_test="tukey")`` computes it. Tukey's test treats the models' values
+    as **independent** groups (a one-way layout with pooled variance), not as paired by user;
+    it adjusts for the :math:`k(k-1)/2` pairs of each metric (so it gets no Holm column). The
+    groups are the users for which every model has a non-NaN value of the metric (all users
+    when there is no NaN, as in ranx). With :math:`\bar x_i` the group means, :math:`N` the
+    users and :math:`\text{MSE} = \sum_i \sum_u (x_{i,u} - \bar x_i)^2 / (k(N - 1))`, the
+    p-value is the upper tail of the studentized range distribution with :math:`k` and
+    :math:`k(N-1)` degrees of freedom at :math:`|\bar x_a - \bar x_b| / \sqrt{\text{MSE}/N}`.
+
     Parameters
     ----------
     *per_user : DataFrames of shape (n_users, n_metrics), at least two
@@ -170,6 +206,8 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     n_permutations : int, default=10_000
     seed : int, default=0
     correction : {"holm", None}, default="holm"
+    tukey : bool, default=False
+        Add the ``p_tukey`` column (one ``scipy.stats.tukey_hsd`` per metric).
 
     Returns
     -------
@@ -177,7 +215,7 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
         One row per (model_a, model_b, metric) with columns ``model_a``, ``model_b``,
         ``metric``, ``n_users``, ``mean_a``, ``mean_b``, ``mean_diff``, ``ci_low``,
         ``ci_high``, ``p_ttest``, ``p_wilcoxon``, ``p_permutation`` (and the ``_holm``
-        columns).
+        columns), ``wins_a``, ``ties``, ``wins_b`` (and ``p_tukey``).
 
     Notes
     -----
@@ -185,7 +223,9 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     without any). Every difference 0 (identical models on that metric): the interval is
     [0, 0] and every p-value is 1, as no test can see a difference (SciPy's t-test would
     give NaN). Differences that are all equal but not 0 give a zero-width interval and
-    SciPy's p-values (0 for the t-test).
+    SciPy's p-values (0 for the t-test). Tukey with fewer than 2 shared users: NaN; with
+    every model constant on those users: 1 for equal means and 0 otherwise (SciPy divides by
+    a zero MSE).
 
     Examples
     --------
@@ -195,6 +235,9 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     >>> gpureco.compare(a, b, names=["pop", "als"])[["model_a", "model_b", "mean_diff", "p_permutation"]]
       model_a model_b  mean_diff  p_permutation
     0     pop     als      0.375           0.25
+    >>> gpureco.compare(a, b, names=["pop", "als"])[["wins_a", "ties", "wins_b"]]
+       wins_a  ties  wins_b
+    0       0     1       3
     """
     if len(per_user) < 2:
         raise ValueError(f"compare needs the per-user frames of at least 2 models; got {len(per_user)}.")
@@ -210,25 +253,32 @@ def compare(*per_user, names=None, confidence=0.95, n_permutations=10_000, seed=
     seed = v.check_seed(seed)
     if correction is not None:
         v.check_choice(correction, "correction", ("holm",))
+    if not isinstance(tukey, (bool, np.bool_)):
+        raise TypeError(f"'tukey' must be True or False; got {tukey!r} of type {type(tukey).__name__}.")
     frames = _aligned(frames)
     metrics = [c for c in frames[0].columns if all(c in frame.columns for frame in frames[1:])]
     if not metrics:
         raise ValueError("The per-user frames share no metric column; got columns "
                          + "; ".join(repr(list(frame.columns)) for frame in frames) + ".")
 
-    rows = []
+    values = {metric: np.column_stack([v.numeric_column(frame, metric, label, finite=False, **METRIC)
+                                       for frame, label in zip(frames, labels)]) for metric in metrics}
+    p_tukey = {metric: tukey_p_values(x[~np.isnan(x).any(axis=1)]) for metric, x in values.items()} if tukey else {}
+    rows, counts = [], []
     for a, b in itertools.combinations(range(len(frames)), 2):
         for metric in metrics:
-            x_a = v.numeric_column(frames[a], metric, labels[a], finite=False, **METRIC)
-            x_b = v.numeric_column(frames[b], metric, labels[b], finite=False, **METRIC)
+            x_a, x_b = values[metric][:, a], values[metric][:, b]
             both = ~np.isnan(x_a) & ~np.isnan(x_b)
+            x_a, x_b = x_a[both], x_b[both]
             rows.append(dict(model_a=names[a], model_b=names[b], metric=metric, n_users=int(both.sum()),
-                             **_paired(x_a[both], x_b[both], confidence, n_permutations, seed)))
+                             **_paired(x_a, x_b, confidence, n_permutations, seed)))
+            counts.append(dict(wins_a=int(np.sum(x_a > x_b)), ties=int(np.sum(x_a == x_b)),
+                               wins_b=int(np.sum(x_a < x_b)), **({"p_tukey": p_tukey[metric][a, b]} if tukey else {})))
     out = pd.DataFrame(rows)
     if correction == "holm":
         for p in _P_VALUES:
             out[p + "_holm"] = out.groupby(["model_a", "model_b"], sort=False)[p].transform(holm)
-    return out
+    return pd.concat([out, pd.DataFrame(counts)], axis=1)  # new columns last: older readers see the same positions
 
 
 def _paired(x_a, x_b, confidence, n_permutations, seed):
@@ -240,11 +290,21 @@ def _paired(x_a, x_b, confidence, n_permutations, seed):
         return {**means, "ci_low": np.nan, "ci_high": np.nan, **dict.fromkeys(_P_VALUES, np.nan)}
     if not np.any(d):
         return {**means, "ci_low": 0.0, "ci_high": 0.0, **dict.fromkeys(_P_VALUES, 1.0)}
-    low, high = _t_interval(means["mean_diff"], d.std(ddof=1), n, confidence)
+    low, high = _mean_interval(means["mean_diff"], d.std(ddof=1), n, confidence)
     return {**means, "ci_low": low, "ci_high": high,
             "p_ttest": float(scipy.stats.ttest_rel(x_b, x_a).pvalue),
             "p_wilcoxon": float(scipy.stats.wilcoxon(d).pvalue),
             "p_permutation": sign_flip_p_value(d, n_permutations, seed)}
+
+
+def tukey_p_values(x):
+    """Tukey's HSD p-values (k x k) of the k columns of x (users x models) taken as independent groups (see compare)."""
+    k = x.shape[1]
+    if x.shape[0] < 2:
+        return np.full((k, k), np.nan)
+    if not np.any(x - x[0]):  # every group constant: SciPy would divide by a zero MSE
+        return np.where(x[0][:, None] == x[0][None, :], 1.0, 0.0)
+    return scipy.stats.tukey_hsd(*x.T).pvalue
 
 
 def sign_flip_p_value(d, n_permutations, seed):

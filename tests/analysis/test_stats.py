@@ -234,7 +234,7 @@ ERRORS = [
     (lambda: gpureco.compare(A, [1, 2]), TypeError, r"'per_user' \(argument 2 of compare\) must be a DataFrame of per-user metrics \(pandas, or polars\); got list"),
     (lambda: gpureco.summarize(A, confidence=0), ValueError, r"'confidence' must be a float in the open interval \(0, 1\); got 0"),
     (lambda: gpureco.summarize(A, confidence="95%"), TypeError, r"'confidence' must be a float in \(0, 1\); got '95%'"),
-    (lambda: gpureco.summarize(A, ci="bca"), ValueError, r"'ci' must be one of 't', 'bootstrap'; got 'bca'"),
+    (lambda: gpureco.summarize(A, ci="bca"), ValueError, r"'ci' must be one of 't', 'normal', 'bootstrap'; got 'bca'"),
     (lambda: gpureco.summarize(A, n_resamples=0), ValueError, r"'n_resamples' must be an int in the range \[1, inf\]"),
     (lambda: gpureco.summarize(A.assign(algo="x")), TypeError,
      r"'per_user' column 'algo' must hold numbers \(a metric\); got dtype (object|str)"),
