@@ -10,7 +10,7 @@ from gpureco.engine._cpu_ranks import tie_keys
 from gpureco.engine._registry import CONVENTIONS, Convention
 
 NAMES = ("P@K", "TP@K", "R@K", "AP@K", "TAP@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC")
-EXTRA_NAMES = ("DCG@K", "F1@K", "RBP@K", "RPrec", "bpref")  # beyond recometrics' ten
+EXTRA_NAMES = ("DCG@K", "F1@K", "RBP@K", "RPrec", "bpref", "ListAUC@K")  # beyond recometrics' ten
 
 
 def defined_scores(A, B, item_biases=None):
@@ -74,6 +74,16 @@ def reference_user(scores, train, test, k, tie_key, gain="linear", convention=No
         else:
             above += 1
     first = next((i for i, h in enumerate(hit) if h), None)
+    # ListAUC (RePlay's RocAuc): count every (non-relevant above relevant) pair inside the list cut at K
+    listed = hit[:shown]
+    listed_hits = sum(listed)
+    wrong = sum(1 for a in range(shown) for b in range(a + 1, shown) if not listed[a] and listed[b])
+    if listed_hits == 0:
+        list_auc = 0.0
+    elif wrong == 0:
+        list_auc = 1.0
+    else:
+        list_auc = 1 - wrong / (listed_hits * (shown - listed_hits))
     # ROC-AUC by counting ordered (positive, negative) pairs
     above = 0
     negatives_seen = 0
@@ -84,8 +94,8 @@ def reference_user(scores, train, test, k, tie_key, gain="linear", convention=No
             negatives_seen += 1
     out = {
         "P@K": hits / (shown if convention.precision == "list" else k), "TP@K": hits / min(k, n_t),
-        "R@K": hits / (min(n_t, shown) if convention.recall == "list" else n_t),
-        "AP@K": {"T": ap_sum / n_t, "list": ap_sum / min(n_t, shown),
+        "R@K": hits / {"T": n_t, "list": min(n_t, shown), "K": min(n_t, k)}[convention.recall],
+        "AP@K": {"T": ap_sum / n_t, "list": ap_sum / min(n_t, shown), "K": ap_sum / min(n_t, k),
                  "hits": ap_sum / hits if hits else 0.0}[convention.ap],
         "TAP@K": ap_sum / min(k, n_t),
         "NDCG@K": dcg / idcg if idcg > 0 else math.nan,
@@ -94,7 +104,7 @@ def reference_user(scores, train, test, k, tie_key, gain="linear", convention=No
         "ROC_AUC": above / (n_t * n_neg) if n_neg else math.nan,
         "PR_AUC": sum(prec_at[i] for i in range(n_pool) if hit[i]) / n_t,
         "DCG@K": dcg, "F1@K": 2 * hits / (k + n_t), "RBP@K": rbp,
-        "RPrec": sum(hit[:n_t]) / n_t, "bpref": bpref / n_t,
+        "RPrec": sum(hit[:n_t]) / n_t, "bpref": bpref / n_t, "ListAUC@K": list_auc,
     }
     if n_neg == 0:
         out = {name: (v if name in ("NDCG@K", "DCG@K") else math.nan) for name, v in out.items()}

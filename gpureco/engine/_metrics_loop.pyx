@@ -4,7 +4,8 @@
 For each valid user: the test entries sorted by rank; running sums over them in rank order
 (hits, the AP terms j / rank, the DCG terms g / scale / discount[rank] and g / discount[rank],
 the RBP terms persistence**(rank - 1), the ideal DCG terms over the positive gains in
-descending order); the value at a cut-off K is read off when the
+descending order, and the integer count of (non-relevant, relevant) pairs in the wrong order
+inside the list); the value at a cut-off K is read off when the
 running sums have taken every entry of rank <= K. So a metric at K depends on K alone, not
 on the other cut-offs asked for, and on no batch, device, thread or user order. Every float
 operation is one IEEE-754 +, -, *, / in this order; log2 comes from the caller's table of
@@ -72,18 +73,22 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                  double[:, ::1] ap, double[:, ::1] tap, double[:, ::1] ndcg, double[:, ::1] hit,
                  double[:, ::1] rr, double[::1] roc_auc, double[::1] pr_auc, double[:, ::1] dcg_out,
                  double[:, ::1] f1, double[:, ::1] rbp, double[::1] rprec, double[::1] bpref,
-                 const uint8_t[::1] wanted, const uint8_t[::1] modes):
+                 double[:, ::1] list_auc, const uint8_t[::1] wanted, const uint8_t[::1] modes):
     """Fill the wanted outputs (pre-set to NaN by the caller) of every valid user.
 
     Entries are grouped by user (n_test[u] each, in any order within a user); wanted holds
-    flags for P, TP, R, AP, TAP, NDCG, Hit, RR, ROC_AUC, PR_AUC, DCG, F1, RBP, RPrec, bpref;
+    flags for P, TP, R, AP, TAP, NDCG, Hit, RR, ROC_AUC, PR_AUC, DCG, F1, RBP, RPrec, bpref,
+    ListAUC;
     cutoffs increase. discount[i]: the DCG divisor at rank i (log2(i + 1) by default);
     powers[i] = persistence**(i - 1), made by repeated multiplication; length[u]: the
     length of the user's list (the pool for whole-pool rankings). modes (the conventions):
     modes[0] 1: P divides by min(K, length) instead of K; modes[1] 1: R divides by
     min(|T|, K, length) instead of |T|; modes[2]: AP divides by 0: |T|, 1: min(|T|, K,
     length), 2: the hits in the top K (0 when there is none); modes[3] 1: RBP weights each
-    hit by its gain (ranx)."""
+    hit by its gain (ranx). ListAUC at K, inside the list cut at K
+    (L = min(K, length) items, h of them hits, `misordered` = the sum over the hits of the
+    non-hits listed above them): 0 when h = 0, 1 when misordered = 0, else
+    1 - misordered / (h (L - h)), RePlay's RocAuc."""
     cdef int64_t n_users = n_test.shape[0], n_cut = cutoffs.shape[0]
     cdef int64_t most = 0, u
     for u in range(n_users):
@@ -95,6 +100,7 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
         free(ideal)
         raise MemoryError()
     cdef int64_t start = 0, m, i, c, k, hits, n_neg, sum_rank, next_entry, next_ideal, shown, r_hits, judged
+    cdef int64_t misordered
     cdef double scale, running_ap, dcg, idcg, first_rr, j, rank, pr_sum, m_d, k_d, raw_dcg, rbp_sum, bp_sum
     cdef bint sorted_already, has_positive, k_bound
     try:
@@ -151,6 +157,7 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                 first_rr = 0.0
                 raw_dcg = 0.0
                 rbp_sum = 0.0
+                misordered = 0
                 next_entry = 0
                 next_ideal = 0
                 for c in range(n_cut):
@@ -159,6 +166,8 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                         rank = <double>entry[next_entry].rank
                         j = <double>(next_entry + 1)
                         hits += 1
+                        # the non-relevant items listed above this one: rank - (its place among the hits)
+                        misordered += entry[next_entry].rank - (next_entry + 1)
                         running_ap = running_ap + j / rank
                         dcg = dcg + entry[next_entry].gain / scale / discount[entry[next_entry].rank]
                         raw_dcg = raw_dcg + entry[next_entry].gain / discount[entry[next_entry].rank]
@@ -202,6 +211,13 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                         f1[u, c] = 2.0 * <double>hits / (k_d + m_d)
                     if wanted[12]:
                         rbp[u, c] = (1.0 - persistence) * rbp_sum
+                    if wanted[15]:  # ListAUC (RePlay's RocAuc): 0 without a hit, 1 without a misordered pair
+                        if hits == 0:
+                            list_auc[u, c] = 0.0
+                        elif misordered == 0:
+                            list_auc[u, c] = 1.0
+                        else:
+                            list_auc[u, c] = 1.0 - <double>misordered / <double>(hits * (shown - hits))
     finally:
         free(entry)
         free(ideal)

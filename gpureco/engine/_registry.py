@@ -48,6 +48,7 @@ EXTRA_METRICS = (
     Metric("RBP@K", ""),
     Metric("RPrec", ""),
     Metric("bpref", ""),
+    Metric("ListAUC@K", ""),  # RePlay's RocAuc@K: the AUC inside the list cut at K
 )
 RANK_METRICS = METRICS + EXTRA_METRICS  # the order of _metrics_loop.rank_metrics' outputs
 WHOLE_POOL = ("ROC_AUC", "PR_AUC", "bpref")  # need every pool item's rank: not from top-K lists
@@ -94,6 +95,8 @@ BEYOND_METRICS = (
     Metric("Tail@K", "tail_percentage"),
     Metric("ILD@K", "intra_list_diversity"),
     Metric("Unexpectedness@K", "unexpectedness"),
+    Metric("Novelty@K", "novelty"),
+    Metric("CategoricalDiversity@K", "categorical_diversity"),
 )
 ALL_METRICS = RANK_METRICS + BEYOND_METRICS
 
