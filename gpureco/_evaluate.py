@@ -17,7 +17,7 @@ from .engine._registry import NAN_REASONS, column_name, parse_metrics, select_co
 
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
-             seed=1, min_pos_test=1, min_items_pool=2, consider_cold_start=True, gain="linear", device="auto",
+             seed=1, min_pos_test=1, min_items_pool=2, consider_cold_start=True, gain=None, device="auto",
              output="pandas", user_ids=None, batch_size=None, max_memory=None, nthreads=-1, convention="gpureco",
              ties=None, relevance_threshold=None, persistence=0.8):
     r"""Per-user metrics of any model, from its scores: a matrix, or a function of user ids.
@@ -60,6 +60,8 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     convention : {"gpureco", "recometrics", "lenskit", "ranx", "replay", "torchmetrics", "sklearn"}, default="gpureco"
         Compute P, R, AP and NDCG as that library defines them (discount, denominators,
         gain, which test entries are relevant, tie order): the table of docs/peers.md.
+        ``gain`` left out (None) is the convention's: "linear", or "binary" for LensKit,
+        RePlay and RecBole (LensKit's ``NDCG(gain="rating")`` is ``gain="linear"``).
     ties : {"first", "last", "optimistic", "pessimistic", "average"}, default=None
         Equal scores rank by ascending ("first") or descending ("last", RePlay's) item index;
         "optimistic" / "pessimistic" put every test item before / after the other pool items
@@ -177,7 +179,7 @@ class Evaluator:
     [1.0, 1.0, nan]
     """
 
-    def __init__(self, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, user_ids=None, gain="linear",
+    def __init__(self, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, user_ids=None, gain=None,
                  min_pos_test=1, min_items_pool=2, consider_cold_start=True, break_ties_with_noise=False, seed=1,
                  device="auto", output="pandas", batch_size=None, max_memory=None, nthreads=-1, tf32=False,
                  convention="gpureco", ties=None, relevance_threshold=None, persistence=0.8):

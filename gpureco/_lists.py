@@ -12,7 +12,7 @@ from .engine._registry import RANK_METRICS, WHOLE_POOL, parse_metrics, select_co
 
 
 def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
-                   gain="linear", output="pandas", user_col="user", item_col="item", score_col="score",
+                   gain=None, output="pandas", user_col="user", item_col="item", score_col="score",
                    rank_col="rank", value_col="rating", convention="gpureco", ties=None, relevance_threshold=None,
                    persistence=0.8):
     r"""Per-list accuracy metrics of ranked recommendation lists against held-out items.
@@ -63,8 +63,9 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         evaluates every run. A missing value (NaN, None) in these columns is a run value of
         its own, as with ``DataFrame.groupby(..., dropna=False)``: those lists form one run,
         matched with the truth rows that have a missing value in the shared columns.
-    gain : {"linear", "exponential", "binary"}, default="linear"
-        NDCG gain of a rating r: r, 2**r - 1, or [r > 0].
+    gain : {"linear", "exponential", "binary"}, default=None
+        NDCG gain of a rating r: r, 2**r - 1, or [r > 0]; None: the convention's ("linear",
+        LensKit's, RePlay's and RecBole's "binary").
     user_col, item_col, score_col, rank_col, value_col : str
         The names of the ``user``, ``item``, ``score``, ``rank`` and ``rating`` columns in
         ``recs`` and ``truth`` (the results keep the names ``user`` ...).
@@ -201,22 +202,30 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
 
 
 def _from_dict(frame, name):
-    """RePlay's dict inputs as a frame: {user: [item, ...]} (ranks 1, 2, ... in list order) or
-    {user: {item: rating}}; anything else as it is."""
+    """RePlay's dict inputs as a frame: {user: [item, ...]} (ranks 1, 2, ... in list order),
+    {user: [(item, score), ...]} (recs: ranked by score) or {user: {item: rating}}; anything
+    else as it is."""
     if not isinstance(frame, dict) or {"user", "item"} <= set(frame):  # {column: values}: a frame's columns
         return pd.DataFrame(frame) if isinstance(frame, dict) else frame
-    users, items, values = [], [], []
+    users, items, values, scored = [], [], [], []
     for user, entries in frame.items():
         if isinstance(entries, dict):
             values.extend(entries.values())
+            items.extend(entries)
         elif isinstance(entries, (list, tuple, np.ndarray, pd.Series)):
-            values.extend(range(1, len(entries) + 1))
+            entries = list(entries)
+            pairs = name == "recs" and bool(entries) and all(isinstance(e, tuple) and len(e) == 2 for e in entries)
+            scored.append(pairs)
+            items.extend(e[0] for e in entries) if pairs else items.extend(entries)
+            values.extend(e[1] for e in entries) if pairs else values.extend(range(1, len(entries) + 1))
         else:
-            raise TypeError(f"'{name}' as a dict must map each user to a list of items or an {{item: rating}} dict; "
-                            f"user {user!r} maps to {type(entries).__name__}.")
+            raise TypeError(f"'{name}' as a dict must map each user to a list of items, of (item, score) pairs "
+                            f"(recs), or an {{item: rating}} dict; user {user!r} maps to {type(entries).__name__}.")
         users.extend([user] * len(entries))
-        items.extend(list(entries))
-    value = "rank" if name == "recs" else "rating"
+    if any(scored) and not all(scored):
+        raise TypeError(f"'{name}' as a dict must give every user a list of (item, score) pairs, or every user a "
+                        "list of items; got both.")
+    value = "score" if any(scored) else "rank" if name == "recs" else "rating"
     if name == "truth" and not any(isinstance(e, dict) for e in frame.values()):
         return pd.DataFrame({"user": users, "item": items})
     return pd.DataFrame({"user": users, "item": items, value: values})

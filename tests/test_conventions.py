@@ -30,7 +30,7 @@ def test_defaults_and_options_are_shared():
         assert params[name]["metrics"].default == ("P", "AP", "NDCG"), name
         assert params[name]["output"].default == "pandas", name
     for name in ("calc_reco_metrics", "evaluate", "Evaluator", "evaluate_lists"):
-        assert params[name]["gain"].default == "linear", name
+        assert params[name]["gain"].default is None, name  # the convention's: "linear" for gpureco's
     for name in ("calc_reco_metrics", "evaluate", "Evaluator", "top_k"):
         assert params[name]["user_ids"].default is None, name
         assert params[name]["device"].default == "auto", name

@@ -5,7 +5,7 @@ LensKit and RePlay do not install into this environment: LensKit 2026.x needs Py
 3.12.5, and LensKit 2025.8.1 and RePlay 0.22.0 pin pandas < 3 (RePlay also scikit-learn 1.8
 and polars). Their test suites' cases are rebuilt below as data (the ranked list, the truth,
 the peer's expected value and tolerance), each citing the peer's file; the peer's code is not
-used. A case gpureco's convention does not reproduce is an xfail(strict=True) with the reason.
+used.
 """
 import math
 import warnings
@@ -57,10 +57,6 @@ def lk_case(metric, items, truth, n, expected, source, xfail=None):
     return pytest.param(metric, list(items), list(truth), n, expected, id=f"{metric}-{source}", marks=marks)
 
 
-LK_RECALL_K = ("LensKit's Recall@n divides by min(|T|, n) (|T| without n), whatever the list's length "
-               "(_pr.py); convention='lenskit' divides by min(|T|, K, list length)")
-LK_RECALL_EMPTY = ("LensKit's Recall of an empty list is 0 / |T| = 0; convention='lenskit' gives 0 / min(|T|, 0) "
-                   "= NaN")
 
 LENSKIT_CASES = [
     # test_rank_precision.py
@@ -75,17 +71,17 @@ LENSKIT_CASES = [
     lk_case("P", [1, 0, 150], range(100), 5, 2 / 3, "prec_short_items"),
     # test_rank_recall.py
     lk_case("R", [1, 3], [1, 3], None, 1.0, "simple_cases-1"),
-    lk_case("R", [1], [1, 3], None, 0.5, "simple_cases-2", xfail=LK_RECALL_K),
+    lk_case("R", [1], [1, 3], None, 0.5, "simple_cases-2"),
     lk_case("R", [1, 2, 3, 4], [1, 3], None, 1.0, "simple_cases-3"),
     lk_case("R", [1, 2, 3, 4], [1, 3, 5], None, 2 / 3, "simple_cases-4"),
     lk_case("R", [1, 2, 3, 4], range(5, 10), None, 0.0, "simple_cases-5"),
-    lk_case("R", [1, 2, 3, 4], range(4, 9), None, 0.2, "simple_cases-6", xfail=LK_RECALL_K),
-    lk_case("R", [1, 2, 3], [1, 3, 5, 7], None, 0.5, "recall_series-2", xfail=LK_RECALL_K),
+    lk_case("R", [1, 2, 3, 4], range(4, 9), None, 0.2, "simple_cases-6"),
+    lk_case("R", [1, 2, 3], [1, 3, 5, 7], None, 0.5, "recall_series-2"),
     lk_case("R", [1, 2, 3, 4], [1, 3, 5, 7], None, 0.5, "recall_series_set-1"),
     lk_case("R", [1, 0, 150, 3, 10], range(100), 5, 0.8, "recall_long_rel"),
     lk_case("R", [1, 0, 150, 3, 10, 30, 120, 4, 17], range(100), 5, 0.8, "recall_long_items"),
-    lk_case("R", [1, 0, 150, 3, 10], range(100), 10, 0.4, "recall_partial_rel", xfail=LK_RECALL_K),
-    lk_case("R", [], [1, 3], None, 0.0, "recall_empty_zero", xfail=LK_RECALL_EMPTY),
+    lk_case("R", [1, 0, 150, 3, 10], range(100), 10, 0.4, "recall_partial_rel"),
+    lk_case("R", [], [1, 3], None, 0.0, "recall_empty_zero"),
     # test_rank_map.py (AveragePrecision)
     lk_case("AP", [], [1, 2, 3], None, math.nan, "ap_empty_none-1"),
     lk_case("AP", [], [10, 20, 30], None, math.nan, "ap_empty_none-2"),
@@ -162,9 +158,6 @@ def test_lenskit_empty_truth_is_not_a_number(metric):
     assert 0 not in out.index and out.attrs["lists_without_truth"] == 1
 
 
-LK_GRADED = ("LensKit's NDCG(gain='rating') / DCG(gain='rating'): graded gains with the discount "
-             "log2(max(i, 2)); convention='lenskit' forces binary gains, and no convention pairs "
-             "linear gains with LensKit's discount")
 
 
 def lk_array_dcg(gains):
@@ -172,7 +165,6 @@ def lk_array_dcg(gains):
     return sum(max(g, 0.0) / math.log2(max(i, 2)) for i, g in enumerate(gains, start=1))
 
 
-@pytest.mark.xfail(strict=True, reason=LK_GRADED)
 @pytest.mark.parametrize("metric, items, ratings, n, expected", [
     pytest.param("NDCG", [1, 2], {1: 3.0, 2: 5.0, 3: 4.0}, None,
                  lk_array_dcg([3.0, 5.0]) / lk_array_dcg([5.0, 4.0, 3.0]), id="ndcg_shorter_not_best-3"),
@@ -182,7 +174,7 @@ def lk_array_dcg(gains):
                  id="dcg_almost_perfect_k_gain"),
 ])
 def test_lenskit_graded_fixture(metric, items, ratings, n, expected):
-    got = on_lists({0: items}, {0: ratings}, metric, NO_CUTOFF if n is None else n, "lenskit")
+    got = on_lists({0: items}, {0: ratings}, metric, NO_CUTOFF if n is None else n, "lenskit", gain="linear")
     assert got[0] == pytest.approx(expected, rel=1e-12)
 
 
@@ -318,15 +310,15 @@ def test_lenskit_java_reciprocal_rank():
     np.testing.assert_allclose(got.to_numpy(), [case[5] for case in JAVA_CASES], rtol=1e-12, atol=0)
 
 
-@pytest.mark.xfail(strict=True, reason="the Java nDCG is LensKit's NDCG(gain='rating'): " + LK_GRADED)
 def test_lenskit_java_ndcg():
+    """The Java nDCG is LensKit's NDCG(gain='rating'): convention='lenskit' with gain='linear'."""
     lists, truth = java_lists()
-    got = on_lists(lists, truth, "NDCG", 100, "lenskit")
+    got = on_lists(lists, truth, "NDCG", 100, "lenskit", gain="linear")
     np.testing.assert_allclose(got.to_numpy(), [case[4] for case in JAVA_CASES], rtol=1e-12, atol=1e-15)
 
 
 def test_the_java_ndcg_is_graded_with_lenskits_discount():
-    """What the xfail above needs: the Java nDCG of every list is the linear-gain DCG with the
+    """What test_lenskit_java_ndcg relies on: the Java nDCG of every list is the linear-gain DCG with the
     discount log2(max(i, 2)) over the ideal of all 5 ratings (checked here, without gpureco)."""
     for _, _, ratings, hits, java_ndcg, _ in JAVA_CASES:
         realized = sum(rating / math.log2(max(rank, 2)) for rank, rating in hits)
@@ -347,9 +339,6 @@ REPLAY_RECS = {  # conftest.recs_data: (item, score), no tied scores
     3: [(4, 1.0), (9, 0.5), (2, 0.1)],
 }
 REPLAY_TRUTH = {1: [5, 6, 7, 8, 9, 10], 2: [6, 7, 4, 10, 11], 3: [1, 2, 3, 4, 5]}  # conftest.gt_data
-REPLAY_MAP = ("RePlay's MAP@K divides by min(K, |T|) (map.py: max_good = min(k, len(ground_truth))), "
-              "not by the list's length: user 3's list holds 3 items, and convention='replay' divides "
-              "its AP@5 and AP@10 by min(|T|, K, 3) = 3 instead of 5")
 
 
 def scored_frame(recs):
@@ -380,8 +369,8 @@ def rp_case(metric, k, expected, source, xfail=None):
     rp_case("RR", 3, 0.61111, "test_metric"), rp_case("RR", 5, 0.61111, "test_metric"),
     rp_case("RR", 10, 0.61111, "test_metric"),
     rp_case("AP", 3, 0.35185, "test_metric"),
-    rp_case("AP", 5, 0.21111, "test_metric", xfail=REPLAY_MAP),
-    rp_case("AP", 10, 0.198148, "test_metric", xfail=REPLAY_MAP),
+    rp_case("AP", 5, 0.21111, "test_metric"),
+    rp_case("AP", 10, 0.198148, "test_metric"),
     rp_case("NDCG", 3, 0.48975, "test_metric"), rp_case("NDCG", 5, 0.35396, "test_metric"),
     rp_case("NDCG", 10, 0.34018, "test_metric"),
     # test_recall (topk [5, 10]) and test_precision (topk 5)
@@ -579,10 +568,8 @@ def test_torchmetrics_ndcg_ties_average(seed):
         np.testing.assert_allclose(got, theirs, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="RePlay's dict input is {user: [(item, score), ...]} (conftest.predict_sorted_dict); "
-                          "evaluate_lists' dict form takes {user: [item, ...]} and reads each tuple as an item id")
 def test_replay_dict_of_scored_items():
+    """RePlay's dict input {user: [(item, score), ...]} (conftest.predict_sorted_dict): ranked by score."""
     recs = {user: sorted(items, key=lambda pair: -pair[1]) for user, items in REPLAY_RECS.items()}
     got = gpureco.evaluate_lists(recs, REPLAY_TRUTH, metrics="P@3", include_missing=True, convention="replay")
     assert got["P@3"].mean() == pytest.approx(0.55555, abs=1e-5)

@@ -11,7 +11,7 @@ from . import _partitions as parts
 
 
 def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
-                   gain="linear", client=None, npartitions=None):
+                   gain=None, client=None, npartitions=None):
     """:func:`gpureco.evaluate_lists` on Dask DataFrames of lists and held-out items.
 
     Both frames are partitioned by user (a hash of the ``user`` column), so every list of a

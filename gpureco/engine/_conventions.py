@@ -23,7 +23,7 @@ class Options:
     .persistence (a float in (0, 1)), .ties (the tie rule), .reverse (ties by descending item),
     .tie_mode (TIE_MODES: 0 by item, 1 optimistic, 2 pessimistic, 3 average)."""
 
-    def __init__(self, convention="gpureco", ties=None, gain="linear", relevance_threshold=None, persistence=0.8):
+    def __init__(self, convention="gpureco", ties=None, gain=None, relevance_threshold=None, persistence=0.8):
         if not isinstance(convention, str) or convention not in CONVENTIONS:
             raise ValueError(f"'convention' must be one of {', '.join(map(repr, CONVENTIONS))}; got {convention!r}.")
         self.convention = CONVENTIONS[convention]
@@ -35,13 +35,15 @@ class Options:
             if ties is None and self.ties == "average" else ""
         self.reverse = self.ties == "last"
         self.tie_mode = TIE_MODES.get(self.ties, 0)
-        if not isinstance(gain, str) or gain not in GAINS:
-            raise ValueError(f"'gain' must be one of {', '.join(map(repr, GAINS))}; got {gain!r}.")
-        forced = self.convention.gain
-        if forced and gain not in ("linear", forced):
-            raise ValueError(f"convention={convention!r} uses gain={forced!r} (the peer's NDCG); got gain={gain!r}. "
-                             "Leave 'gain' out, or use convention='gpureco'.")
-        self.gain = forced or gain
+        if gain is not None and (not isinstance(gain, str) or gain not in GAINS):
+            raise ValueError(f"'gain' must be one of {', '.join(map(repr, GAINS))} (or None: the convention's); "
+                             f"got {gain!r}.")
+        own, allowed = self.convention.gain or "linear", self.convention.gains or GAINS
+        if gain is not None and gain not in allowed:
+            raise ValueError(f"convention={convention!r} uses gain={own!r} (the peer's NDCG has "
+                             f"{' or '.join(map(repr, allowed))}); got gain={gain!r}. Leave 'gain' out, or use "
+                             "convention='gpureco'.")
+        self.gain = gain or own
         if relevance_threshold is not None and (isinstance(relevance_threshold, bool) or
                                                 not isinstance(relevance_threshold, numbers.Real) or
                                                 not np.isfinite(relevance_threshold)):

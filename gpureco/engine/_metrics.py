@@ -144,8 +144,8 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
     at_k, per_user = np.zeros((0, 0)), np.zeros(0)  # stand-ins for the metrics not asked for
     outputs = [out.get(name, at_k if name.endswith("@K") else per_user) for name in order]
     wanted = np.array([name in out for name in order], np.uint8)
-    modes = np.array([convention.precision == "list", convention.recall == "list",
-                      ("T", "list", "hits").index(convention.ap), convention.rbp == "graded"], np.uint8)
+    modes = np.array([convention.precision == "list", ("T", "list", "K").index(convention.recall),
+                      ("T", "list", "hits", "K").index(convention.ap), convention.rbp == "graded"], np.uint8)
     ranks, gains = np.ascontiguousarray(ranks, dtype=np.int64), np.ascontiguousarray(gains, dtype=np.float64)
     n_test, n_pool = np.ascontiguousarray(n_test, dtype=np.int64), np.ascontiguousarray(n_pool, dtype=np.int64)
     length = n_pool if length is None else np.ascontiguousarray(length, dtype=np.int64)

@@ -82,10 +82,10 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
     cutoffs increase. discount[i]: the DCG divisor at rank i (log2(i + 1) by default);
     powers[i] = persistence**(i - 1), made by repeated multiplication; length[u]: the
     length of the user's list (the pool for whole-pool rankings). modes (the conventions):
-    modes[0] 1: P divides by min(K, length) instead of K; modes[1] 1: R divides by
-    min(|T|, K, length) instead of |T|; modes[2]: AP divides by 0: |T|, 1: min(|T|, K,
-    length), 2: the hits in the top K (0 when there is none); modes[3] 1: RBP weights each
-    hit by its gain (ranx). ListAUC at K, inside the list cut at K
+    modes[0] 1: P divides by min(K, length) instead of K; modes[1]: R divides by 0: |T|,
+    1: min(|T|, K, length), 2: min(|T|, K); modes[2]: AP divides by 0: |T|, 1: min(|T|, K,
+    length), 2: the hits in the top K (0 when there is none), 3: min(|T|, K); modes[3] 1:
+    RBP weights each hit by its gain (ranx). ListAUC at K, inside the list cut at K
     (L = min(K, length) items, h of them hits, `misordered` = the sum over the hits of the
     non-hits listed above them): 0 when h = 0, 1 when misordered = 0, else
     1 - misordered / (h (L - h)), RePlay's RocAuc."""
@@ -195,12 +195,14 @@ def rank_metrics(const int64_t[::1] ranks, const double[::1] gains, const int64_
                     if wanted[1] and not k_bound:
                         tp[u, c] = <double>hits / fmin_int(k, m)
                     if wanted[2] and not k_bound:
-                        r[u, c] = <double>hits / (fmin_int(shown, m) if modes[1] else m_d)
+                        r[u, c] = <double>hits / (fmin_int(shown, m) if modes[1] == 1 else
+                                                  fmin_int(k, m) if modes[1] == 2 else m_d)
                     if wanted[3]:
                         if modes[2] == 2:
                             ap[u, c] = running_ap / <double>hits if hits > 0 else 0.0
                         else:
-                            ap[u, c] = running_ap / (fmin_int(shown, m) if modes[2] else m_d)
+                            ap[u, c] = running_ap / (fmin_int(shown, m) if modes[2] == 1 else
+                                                     fmin_int(k, m) if modes[2] == 3 else m_d)
                     if wanted[4]:
                         tap[u, c] = running_ap / fmin_int(k, m)
                     if wanted[6] and not k_bound:

@@ -60,26 +60,30 @@ GAINS = ("linear", "exponential", "binary")
 
 class Convention(NamedTuple):
     """How a peer library defines the metrics gpureco also names (docs/peers.md): the NDCG
-    discount, the denominators of P, R and AP, the NDCG gain it forces (None: the caller's
-    `gain`), which test entries are relevant, and the order of tied scores."""
+    discount, the denominators of P, R and AP, its NDCG gain, which test entries are relevant,
+    and the order of tied scores."""
     discount: str = "log2(i+1)"  # or LensKit's "log2(max(i,2))"
     precision: str = "K"  # P@K divides by K, or by the "list" length cut at K
-    recall: str = "T"  # R@K divides by |T|, or by min(|T|, the "list" length cut at K)
-    ap: str = "T"  # AP@K divides by |T|, min(|T|, the "list" length cut at K), or the "hits" in the top K
-    gain: str | None = None  # forced NDCG gain ("binary"), or None
+    recall: str = "T"  # R@K divides by |T|, min(|T|, the "list" length cut at K), or min(|T|, "K")
+    ap: str = "T"  # AP@K divides by |T|, min(|T|, the "list" length cut at K), the "hits" in the top K, or min(|T|, "K")
+    gain: str | None = None  # the NDCG gain when the caller gives none (None: "linear")
+    gains: tuple | None = None  # the NDCG gains the peer has (None: all of GAINS); any other is an error
     relevant: str = "stored"  # "stored": every stored entry; "integer>=1": ranx's int(value) >= 1, gain int(value)
-    ties: str = "first"  # ties by ascending item ("first") or descending item ("last")
+    ties: str = "first"  # _conventions.TIES: "first" (ascending item), "last", "optimistic", "pessimistic", "average"
     rbp: str = "binary"  # RBP counts each hit once, or weights it by its gain ("graded", ranx)
 
 
 CONVENTIONS = {
     "gpureco": Convention(),
     "recometrics": Convention(),
-    "lenskit": Convention(discount="log2(max(i,2))", precision="list", recall="list", ap="list", gain="binary"),
+    # LensKit's NDCG(gain="rating") is gain="linear"
+    "lenskit": Convention(discount="log2(max(i,2))", precision="list", recall="K", ap="list", gain="binary",
+                          gains=("binary", "linear")),
     "ranx": Convention(relevant="integer>=1", rbp="graded"),
-    "replay": Convention(ap="list", gain="binary", ties="last"),
+    "replay": Convention(ap="K", gain="binary", gains=("binary",), ties="last"),
     "torchmetrics": Convention(ap="hits"),
-    "sklearn": Convention(),
+    "recbole": Convention(ap="K", gain="binary", gains=("binary",)),  # RecBole 1.2 (ties: torch.topk's, unspecified)
+    "sklearn": Convention(ties="average"),  # ndcg_score, dcg_score, roc_auc_score, average_precision_score
 }
 
 

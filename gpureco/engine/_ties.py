@@ -134,7 +134,7 @@ def _user_values(optimistic, pessimistic, scores, gains, n_pool, cutoffs, names,
         if "TP@K" in rows and not k_bound:
             rows["TP@K"][c] = hits / float(min(k, m))
         if "R@K" in rows and not k_bound:
-            rows["R@K"][c] = hits / (float(min(shown_k, m)) if convention.recall == "list" else m_d)
+            rows["R@K"][c] = hits / {"T": m_d, "list": float(min(shown_k, m)), "K": float(min(k, m))}[convention.recall]
         if "F1@K" in rows and not k_bound:
             rows["F1@K"][c] = 2.0 * hits / (float(k) + m_d)
         if "Hit@K" in rows and not k_bound:
