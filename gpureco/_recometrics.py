@@ -6,10 +6,13 @@ nowhere else (docs/conventions.md).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import _output as o
 from . import _validation as v
+from .engine._conventions import Options, reversed_items
 from .engine._engine import Problem, run
 from .engine._registry import METRICS, column_name
 
@@ -19,8 +22,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
                       trunc_average_precision=False, ndcg=True, hit=False, rr=False, roc_auc=False,
                       pr_auc=False, all_metrics=False, rename_k=True, break_ties_with_noise=False,
                       min_pos_test=1, min_items_pool=2, consider_cold_start=True, cumulative=False,
-                      nthreads=-1, seed=1, device="auto", *, gain="linear", batch_size=None,
-                      max_memory=None, output=None, user_ids=None, tf32=False):
+                      nthreads=-1, seed=1, device="auto", *, gain=None, batch_size=None,
+                      max_memory=None, output=None, user_ids=None, tf32=False, convention="gpureco", ties=None,
+                      relevance_threshold=None):
     r"""Per-user ranking metrics of a factor model, as recometrics computes them (with its bugs fixed).
 
     The recometrics-compatible front door: its signature and defaults (k=5, P, AP and NDCG
@@ -28,7 +32,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     recometrics' own, kept here for code written for recometrics. Everything else is gpureco's
     one set of conventions (docs/conventions.md), shared with :func:`evaluate`,
     :class:`Evaluator`, :func:`top_k` and :func:`evaluate_lists`: the ``gain`` option, the
-    ``output`` choices, ``user_ids``, ``device``.
+    ``output`` choices, ``user_ids``, ``device``, and ``convention``, ``ties`` and
+    ``relevance_threshold`` for another library's definitions (docs/peers.md).
 
     For every user (row of ``X_test``), every item not in that user's row of ``X_train`` (the
     *pool*) is ranked by descending score :math:`s_{ui} = a_u \cdot b_i (+ \text{bias}_i)`;
@@ -102,8 +107,9 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         with ``__cuda_array_interface__`` or CUDA DLPack, such as torch CUDA tensors) are used
         there without a copy; host arrays are copied once. CuPy sparse matrices are copied to
         the host for validation.
-    gain : {"linear", "exponential", "binary"}, default="linear"
-        NDCG gain of a test value g: g, 2**g - 1, or [g > 0].
+    gain : {"linear", "exponential", "binary"}, default=None
+        NDCG gain of a test value g: g, 2**g - 1, or [g > 0]; None: the convention's
+        ("linear" for gpureco's and recometrics').
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
     max_memory : int, default=None
@@ -127,6 +133,18 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         then coarser (its error bound is about 2**-9 of the score scale instead of F * 2**-24),
         so more comparisons go to the exactly defined score: the results stay exactly the
         same, and whether TF32 is faster depends on how many scores are near-ties.
+    convention : str, default="gpureco"
+        The name of a peer library ("lenskit", "ranx", ...; every name in the table of
+        docs/peers.md): P, R, AP and NDCG as that library defines them (discount,
+        denominators, gain, which test entries are relevant, tie order), exactly as
+        :func:`evaluate` computes them with the same option. The formulas above are
+        gpureco's (and recometrics').
+    ties : str, default=None
+        The order of equal scores (docs/peers.md; ``"first"``, gpureco's, by ascending item
+        index); None: the convention's. An unknown value raises an error naming the valid ones.
+    relevance_threshold : float, default=None
+        Only test entries whose value is at least this are relevant (the others are ordinary
+        pool items); None: every stored entry.
 
     Returns
     -------
@@ -165,13 +183,20 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     if not names:
         raise ValueError("No metric selected: set at least one of " + ", ".join(f"{f}=True" for f in flags)
                          + ", or all_metrics=True.")
+    # the options as evaluate reads them (engine._conventions), through the same steps
+    options = Options(convention, ties, gain, relevance_threshold)
+    options.check_ties(names, break_ties_with_noise)
     request = v.request(names, np.arange(1, k + 1) if cumulative else [k], X_test, min_pos_test=min_pos_test,
-                        min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=gain,
+                        min_items_pool=min_items_pool, consider_cold_start=consider_cold_start, gain=options.gain,
                         nthreads=nthreads, batch_size=batch_size, max_memory=max_memory)
+    request = dataclasses.replace(request, convention=options.convention, tie_mode=options.tie_mode)
     backend = o.backend_for(device, output or "pandas")
-    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
+    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items, reverse=options.reverse)
     seed = v.check_seed(seed)
     v.check_disjoint(X_train, X_test)
+    X_test = options.relevant_matrix(X_test)
+    if options.reverse:  # ties by descending item: the items in reverse order (B and item_biases above)
+        X_train, X_test = reversed_items(X_train), reversed_items(X_test)
     problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
     index = o.user_index(user_ids, n_users)
     values, counts = run(problem, request)

@@ -353,11 +353,18 @@ def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_co
                    nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
 
 
-def factors_on(backend, A, B, item_biases, n_users, n_items):
+def factors_on(backend, A, B, item_biases, n_users, n_items, reverse=False):
     """as_factors for the backend: CuPy arrays on the GPU (device inputs used in place), else
-    host arrays (device inputs copied back)."""
+    host arrays (device inputs copied back). With `reverse` (ties by descending item, as
+    engine._conventions.reversed_items does to the interactions), B and item_biases hold the
+    items in reverse order, as contiguous copies."""
     with _backend.device_context(backend):
         if backend[0] == "gpu":
-            return as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
-        return as_factors(*(None if x is None else _backend.to_host(plain_array(x), name)
-                            for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))), n_users, n_items)
+            A, B, item_biases = as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
+        else:
+            A, B, item_biases = as_factors(*(None if x is None else _backend.to_host(plain_array(x), name)
+                                             for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
+                                           n_users, n_items)
+        if reverse:  # .copy() of a reversed view is C-contiguous in NumPy and CuPy alike
+            B, item_biases = (None if x is None else x[::-1].copy() for x in (B, item_biases))
+    return A, B, item_biases

@@ -9,7 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 import gpureco
-from conftest import random_problem
+from conftest import BACKENDS, random_problem
+from gpureco.engine._conventions import TIES
+from gpureco.engine._registry import CONVENTIONS, METRICS, column_name
 
 
 @pytest.fixture
@@ -204,3 +206,112 @@ def test_users_without_any_test_entry():
         df = gpureco.calc_reco_metrics(None, sp.csr_array((3, 5)), np.ones((3, 1)), np.arange(5.0)[:, None],
                                        k=2, all_metrics=True)
     assert df.shape == (3, 10) and df.isna().all().all()
+
+
+# --- convention=, ties=, relevance_threshold=: evaluate's options, through evaluate's steps --------------------
+
+TEN = ["P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR", "ROC_AUC", "PR_AUC"]
+
+
+@pytest.fixture
+def tied_problem():
+    """Integer factors and biases (many tied scores, every score exact), graded test values with
+    halves (ranx's int(value) and a threshold both drop some), a user without training items."""
+    rng = np.random.default_rng(7)
+    X_train, X_test, A, B = random_problem(rng, n_users=60, n_items=40, integer_factors=True, test_density=0.2)
+    X_test = X_test * (rng.integers(0, 4, X_test.shape) + 0.5)
+    X_train[0] = 0
+    return sp.csr_array(X_train), sp.csr_array(X_test), A, B, rng.integers(-1, 2, 40).astype(np.float64)
+
+
+def _both(X_train, X_test, A, B, biases, k=5, device="cpu", metrics=TEN, **options):
+    """calc_reco_metrics and evaluate (on the factor scores, exact here) with the same options, as dicts."""
+    flags = {m.flag: m.column.removesuffix("@K") in metrics for m in METRICS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        calc = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=k, item_biases=biases, device=device,
+                                         output="numpy", cumulative=True, **flags, **options)
+        scores = (np.zeros((X_test.shape[0], 1)) if A is None else A @ B.T) + biases
+        ev = gpureco.evaluate(scores, X_test, X_train, metrics=metrics, k=list(range(1, k + 1)), device=device,
+                              output="numpy", **options)
+    return calc, ev
+
+
+def _assert_same(calc, ev, k=5):
+    assert calc.pop("K") == k
+    for name, values in calc.items():
+        columns = ([column_name(name, i) for i in range(1, k + 1)]
+                   if name.endswith("@K") else [name])
+        np.testing.assert_array_equal(values.reshape(len(values), -1), np.stack([ev[c] for c in columns], axis=1),
+                                      err_msg=name)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("convention", list(CONVENTIONS))
+def test_every_convention_gives_evaluates_numbers(convention, device, tied_problem):
+    X_train, X_test, A, B, biases = tied_problem
+    try:
+        gpureco.evaluate(A @ B.T, X_test, X_train, metrics=TEN, device=device, convention=convention)
+        metrics = TEN
+    except ValueError as refused:  # a convention whose tie rule does not define AP: both refuse it alike
+        with pytest.raises(ValueError) as also:
+            gpureco.calc_reco_metrics(X_train, X_test, A, B, device=device, all_metrics=True, convention=convention)
+        assert str(also.value) == str(refused)
+        metrics = [m for m in TEN if m not in ("AP", "TAP")]
+    calc, ev = _both(*tied_problem, device=device, metrics=metrics, convention=convention)
+    _assert_same(calc, ev)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("ties", TIES)
+def test_every_tie_rule_gives_evaluates_numbers(ties, device, tied_problem):
+    # AP and TAP left out: a tie rule may not define them (evaluate and calc_reco_metrics then both refuse them)
+    metrics = [m for m in TEN if m not in ("AP", "TAP")]
+    for convention in ("gpureco", "lenskit"):
+        calc, ev = _both(*tied_problem, device=device, metrics=metrics, convention=convention, ties=ties)
+        _assert_same(calc, ev)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
+def test_ties_last_and_a_threshold_with_biases_alone(device, tied_problem):
+    X_train, X_test, _, _, biases = tied_problem
+    calc, ev = _both(X_train, X_test, None, None, biases, device=device, ties="last", relevance_threshold=1.5)
+    _assert_same(calc, ev)
+    first = gpureco.calc_reco_metrics(X_train, X_test, None, None, k=5, item_biases=biases, device=device)
+    last = gpureco.calc_reco_metrics(X_train, X_test, None, None, k=5, item_biases=biases, device=device,
+                                     ties="last")
+    assert not first.equals(last)  # the tied biases rank the other way round
+
+
+def test_a_threshold_keeps_the_values_at_or_above_it(tied_problem):
+    X_train, X_test, A, B, biases = tied_problem
+    kept = X_test.copy()
+    kept.data[kept.data < 2.5] = 0
+    kept.eliminate_zeros()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=biases, all_metrics=True,
+                                      relevance_threshold=2.5)
+        b = gpureco.calc_reco_metrics(X_train, kept, A, B, k=5, item_biases=biases, all_metrics=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"convention": "trec"}, ValueError),
+    ({"convention": None}, ValueError),
+    ({"ties": "sideways"}, ValueError),
+    ({"ties": 1}, ValueError),
+    ({"relevance_threshold": "high"}, TypeError),
+    ({"relevance_threshold": float("nan")}, TypeError),
+    ({"convention": "recbole", "gain": "exponential"}, ValueError),
+    ({"ties": "last", "break_ties_with_noise": True}, ValueError),
+])
+def test_bad_options_give_evaluates_error(options, error, tied_problem):
+    X_train, X_test, A, B, _ = tied_problem
+    with pytest.raises(error) as from_evaluate:
+        gpureco.evaluate(A @ B.T, X_test, X_train, **options)
+    name = next(n for n in ("convention", "ties", "relevance_threshold") if n in options)
+    assert f"'{name}'" in str(from_evaluate.value) or f"{name}=" in str(from_evaluate.value)
+    with pytest.raises(error) as from_calc:
+        gpureco.calc_reco_metrics(X_train, X_test, A, B, **options)
+    assert str(from_calc.value) == str(from_evaluate.value)

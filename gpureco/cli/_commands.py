@@ -34,7 +34,8 @@ from ._views import item_views
 from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ..engine._backend import GpuUnavailable
-from ..engine._registry import GAINS, METRICS, NAN_REASONS, column_name, parse_metrics
+from ..engine._conventions import Options
+from ..engine._registry import CONVENTIONS, GAINS, METRICS, NAN_REASONS, column_name, parse_metrics
 
 _CUT_OFF = re.compile(r"^[A-Za-z_]+@\d+$")  # metric columns of a results file: NDCG@10, ..., and the AUCs
 _WHOLE_POOL = {m.column for m in METRICS if m.column.endswith("AUC")}
@@ -154,6 +155,27 @@ def _selection(args, lists=False):
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: a cut-off is too large.") from None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
+
+
+def _conventions(args, selection):
+    """The API options of --convention, --ties and --relevance-threshold ({name: value}), checked as the API checks
+    them (with --gain and the metrics: engine._conventions.Options), before any file is read; and the Options (the
+    tie rule and the gain applied, for the provenance)."""
+    given = {"convention": args.convention, "ties": args.ties, "relevance_threshold": args.relevance_threshold}
+    try:
+        options = Options(args.convention, args.ties, args.gain, args.relevance_threshold)
+        options.check_ties(selection.names, False)
+    except (TypeError, ValueError) as error:
+        shown = [f"--convention {args.convention}", f"--gain {args.gain}" if args.gain is not None else "",
+                 f"--ties {args.ties}" if args.ties is not None else "",
+                 f"--relevance-threshold {args.relevance_threshold}" if args.relevance_threshold is not None else ""]
+        raise UsageError(f"{' '.join(filter(None, shown))}: {error}") from None
+    if args.scheduler and args.recs is not None and given != {"convention": "gpureco", "ties": None,
+                                                              "relevance_threshold": None}:
+        # gpureco.dask.evaluate_lists has no such options (yet)
+        raise UsageError("--convention, --ties and --relevance-threshold are not available with --recs on a Dask "
+                         "cluster (--scheduler): evaluate the lists on one machine.")
+    return given, options
 
 
 def _check_cutoffs(args, selection, n_items, source):
@@ -325,11 +347,13 @@ def cmd_evaluate(args):
         raise UsageError("give exactly one model: --factors USERS.npy ITEMS.npy, --scores SCORES.npy or --recs LISTS.")
     _check_outputs(args, ((args.out, FRAME_OUT, "per-user results (--out)"), (args.report, REPORT_OUT,
                                                                               "report (--report)")))
+    conventions, options = _conventions(args, selection)
     provenance = {**_provenance.environment("evaluate"), "model": {
         "name": args.name, "kind": ("factors", "scores", "recs")[models.index(True)]}, "options": {
-        "metrics": _column_names(selection), "gain": args.gain, "device": args.device, "scheduler": args.scheduler}}
+        "metrics": _column_names(selection), "gain": options.gain, "device": args.device, "scheduler": args.scheduler,
+        "convention": args.convention, "ties": options.ties, "relevance_threshold": args.relevance_threshold}}
     if args.recs is not None:
-        return _evaluate_lists(args, selection, provenance)
+        return _evaluate_lists(args, selection, provenance, conventions)
     if args.factors:
         A = _io.read_array(args.factors[0], 2, "user factors")
         B = _io.read_array(args.factors[1], 2, "item factors")
@@ -354,11 +378,11 @@ def cmd_evaluate(args):
         k = int(selection.cutoffs.max()) if selection.cutoffs.size else 1
         per_user = _evaluate_in_chunks(args, users, lambda rows: _on_cluster(args, calc_reco_metrics)(
             X_train[rows], X_test[rows], A[rows], B, k=k, item_biases=biases, cumulative=selection.cutoffs.size > 1,
-            device=args.device, gain=args.gain, **flags))[_column_names(selection)]
+            device=args.device, gain=args.gain, **conventions, **flags))[_column_names(selection)]
     else:
         per_user = _evaluate_in_chunks(args, users, lambda rows: _on_cluster(args, evaluate)(
             scores[rows], X_test[rows], X_train[rows], metrics=_column_names(selection), device=args.device,
-            gain=args.gain).reset_index(drop=True))
+            gain=args.gain, **conventions).reset_index(drop=True))
     per_user.insert(0, "user", ids.users[users])
     items = None
     if args.report and args.factors:  # the item-side views need the lists
@@ -409,7 +433,7 @@ def _named(recs, path, ids, column):
     return ids[rows.astype(np.int64)]
 
 
-def _evaluate_lists(args, selection, provenance):
+def _evaluate_lists(args, selection, provenance, conventions):
     data = _data(args, provenance)  # --train says which ids are known (--unknown)
     recs = _io.read_frame(args.recs)
     missing = [c for c in ("user", "item") if c not in recs.columns]
@@ -436,8 +460,9 @@ def _evaluate_lists(args, selection, provenance):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            per_user = _on_cluster(args, evaluate_lists)(recs, truth, metrics=_column_names(selection),
-                                                         gain=args.gain)  # by user
+            # on a cluster the conventions are the defaults (_conventions): gpureco.dask's twin has no such options
+            per_user = _on_cluster(args, evaluate_lists)(recs, truth, metrics=_column_names(selection), gain=args.gain,
+                                                         **({} if args.scheduler else conventions))  # by user
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
@@ -729,9 +754,17 @@ def parser():
     ev.add_argument("--metrics", help="comma-separated names: P@10,NDCG@5,ROC_AUC, or bare names with -k (default "
                     f"{DEFAULT_METRICS}; with --recs {DEFAULT_LIST_METRICS})")
     ev.add_argument("-k", default="10", help="cut-off(s) for bare metric names, such as 10 or 5,10 (default 10)")
-    ev.add_argument("--gain", choices=GAINS, default="linear",
+    ev.add_argument("--gain", choices=GAINS,
                     help="NDCG gain of a test interaction's value v (the test file's value column; 1 without one): "
-                         "linear v, exponential 2**v - 1, or binary [v > 0] (default linear), as the API's gain=")
+                         "linear v, exponential 2**v - 1, or binary [v > 0] (default: the convention's, linear for "
+                         "gpureco), as the API's gain=")
+    ev.add_argument("--convention", choices=tuple(CONVENTIONS), default="gpureco",
+                    help="compute P, R, AP and NDCG as that library defines them (docs/peers.md; default gpureco), "
+                         "as the API's convention=")
+    ev.add_argument("--ties", metavar="RULE", help="the order of equal scores, as the API's ties= (docs/peers.md; "
+                    "default: the convention's)")
+    ev.add_argument("--relevance-threshold", type=float, metavar="T", help="only test interactions whose value is at "
+                    "least T are relevant (default: every one), as the API's relevance_threshold=")
     ev.add_argument("--device", default="auto", help="auto, cpu, gpu or cuda:N (default auto)")
     ev.add_argument("--scheduler", metavar="ADDRESS", help="evaluate on a Dask cluster: its scheduler's address, "
                     "such as tcp://host:8786 (needs pip install 'gpureco[dask]'; docs/dask.md)")

@@ -17,7 +17,8 @@ SPLIT_RECORD = "split.json"  # written by `gpureco split` beside its files
 # what makes two results files' test data the same: the test file's bytes, how its rows were read and combined,
 # and the rows left out; the other keys that differ are said, not refused
 TEST_DATA = ("data.test.sha256", "data.columns", "data.duplicates", "data.test.left_out")
-NOTED = ("data.train.sha256", "split.method", "split.seed", "options.gain", "options.device")
+NOTED = ("data.train.sha256", "split.method", "split.seed", "options.gain", "options.device", "options.convention",
+         "options.ties", "options.relevance_threshold")
 
 
 def file_record(path, **extra):
