@@ -57,7 +57,7 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
         Default: the row numbers.
     break_ties_with_noise, seed, min_pos_test, min_items_pool, consider_cold_start, gain, device, batch_size, max_memory, nthreads
         As in :func:`calc_reco_metrics`.
-    convention : {"gpureco", "recometrics", "lenskit", "ranx", "replay", "torchmetrics", "sklearn"}, default="gpureco"
+    convention : {"gpureco", "recometrics", "lenskit", "ranx", "replay", "recbole", "torchmetrics", "sklearn"}, default="gpureco"
         Compute P, R, AP and NDCG as that library defines them (discount, denominators,
         gain, which test entries are relevant, tie order): the table of docs/peers.md.
         ``gain`` left out (None) is the convention's: "linear", or "binary" for LensKit,
@@ -246,11 +246,8 @@ class Evaluator:
 
     def _evaluate_all(self, model, B=None, item_biases=None):
         if B is not None or item_biases is not None:
-            A, B, item_biases = v.factors_on(self._backend, model, B, item_biases, self.n_users, self.n_items)
-            if self._reverse:
-                xp = _backend.cupy() if self._backend[0] == "gpu" else np
-                B = xp.ascontiguousarray(B[::-1])
-                item_biases = None if item_biases is None else xp.ascontiguousarray(item_biases[::-1])
+            A, B, item_biases = v.factors_on(self._backend, model, B, item_biases, self.n_users, self.n_items,
+                                             reverse=self._reverse)
             problem = dataclasses.replace(self._problem, A=A, B=B, item_biases=item_biases)
         elif model is None:
             raise ValueError("Nothing to evaluate: pass a score matrix, a score function, or factors (A, B); "

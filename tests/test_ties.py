@@ -223,3 +223,19 @@ def test_errors():
     with pytest.raises(ValueError, match=r"'ties' must be one of 'first', 'last', 'optimistic', 'pessimistic', "
                                          r"'average'.*got 'random'"):
         gpureco.evaluate(scores, X_test, X_train, ["NDCG"], 5, ties="random")
+
+
+def test_last_with_biases_alone_and_with_factors():
+    """ties="last" reverses the items of B and item_biases too, also without factors."""
+    rng = np.random.default_rng(3)
+    X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=15, integer_factors=True)
+    bias = rng.integers(0, 3, 15).astype(np.float64)
+    for model, items in (((None, None), None), ((A, B), B)):
+        scores = (defined_scores(A, B, bias) if items is not None else np.tile(bias, (20, 1)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = gpureco.Evaluator(to_csr(X_test), to_csr(X_train), ["NDCG", "RR"], 5, ties="last",
+                                    output="numpy")(*model, item_biases=bias)
+            want = gpureco.evaluate(scores, to_csr(X_test), to_csr(X_train), ["NDCG", "RR"], 5, ties="last",
+                                    output="numpy")
+        assert_identical(want, got)

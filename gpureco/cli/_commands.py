@@ -170,11 +170,6 @@ def _conventions(args, selection):
                  f"--ties {args.ties}" if args.ties is not None else "",
                  f"--relevance-threshold {args.relevance_threshold}" if args.relevance_threshold is not None else ""]
         raise UsageError(f"{' '.join(filter(None, shown))}: {error}") from None
-    if args.scheduler and args.recs is not None and given != {"convention": "gpureco", "ties": None,
-                                                              "relevance_threshold": None}:
-        # gpureco.dask.evaluate_lists has no such options (yet)
-        raise UsageError("--convention, --ties and --relevance-threshold are not available with --recs on a Dask "
-                         "cluster (--scheduler): evaluate the lists on one machine.")
     return given, options
 
 
@@ -460,9 +455,8 @@ def _evaluate_lists(args, selection, provenance, conventions):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are reported once, below
-            # on a cluster the conventions are the defaults (_conventions): gpureco.dask's twin has no such options
             per_user = _on_cluster(args, evaluate_lists)(recs, truth, metrics=_column_names(selection), gain=args.gain,
-                                                         **({} if args.scheduler else conventions))  # by user
+                                                         **conventions)  # by user
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))

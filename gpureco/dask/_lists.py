@@ -11,7 +11,8 @@ from . import _partitions as parts
 
 
 def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_missing=False, group_by=None,
-                   gain=None, client=None, npartitions=None):
+                   gain=None, convention="gpureco", ties=None, relevance_threshold=None, persistence=0.8,
+                   client=None, npartitions=None):
     """:func:`gpureco.evaluate_lists` on Dask DataFrames of lists and held-out items.
 
     Both frames are partitioned by user (a hash of the ``user`` column), so every list of a
@@ -26,7 +27,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         in :func:`gpureco.evaluate_lists`.
     truth : dask.dataframe.DataFrame or DataFrame
         Columns ``user``, ``item`` and optionally ``rating``.
-    metrics, k, include_missing, group_by, gain
+    metrics, k, include_missing, group_by, gain, convention, ties, relevance_threshold, persistence
         As in :func:`gpureco.evaluate_lists`; ``include_missing=True`` with ``group_by`` is
         refused (a partition does not see every run).
     client : distributed.Client, default=None
@@ -72,8 +73,10 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         frames[name] = frame
     n = frames["recs"].npartitions if npartitions is None else v.check_int(npartitions, "npartitions", low=1)
     # every global option checked on the client, on the frames' empty heads
+    options = dict(gain=gain, convention=convention, ties=ties, relevance_threshold=relevance_threshold,
+                   persistence=persistence)
     meta = evaluate_lists_one(frames["recs"]._meta, frames["truth"]._meta, metrics, k, include_missing=include_missing,
-                              group_by=group_by, gain=gain)
+                              group_by=group_by, **options)
     pieces = []
     for frame in frames.values():
         numbered = frame.map_partitions(_with_partition, n, meta=frame._meta.assign(_partition=np.int64(0)))
@@ -81,7 +84,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     edges = np.arange(n + 1)
     delayed = parts.tasks(_lists_of_partition, edges, *pieces,
                           shared=[dict(metrics=metrics, k=k, include_missing=include_missing, group_by=group_by,
-                                       gain=gain)])
+                                       **options)])
     results = parts.compute(client, delayed)
     out = pd.concat([r for r in results if len(r)] or [meta]).sort_index(kind="stable")
     out.attrs["nan_reasons"] = {}

@@ -127,11 +127,3 @@ def test_bad_values_are_refused_before_any_file_is_read(capsys, tmp_path):
     code, _, err = run(capsys, "evaluate", "--train", tmp_path / "missing.csv", "--test", tmp_path / "missing.csv",
                        "--scores", tmp_path / "missing.npy", "--ties", "sideways")
     assert code == 2 and "--ties sideways: 'ties' must be one of" in err
-
-
-def test_lists_on_a_dask_cluster_refuse_the_options_at_once(files, capsys):
-    """gpureco.dask.evaluate_lists has no such options: refused before any cluster is contacted."""
-    d = files[0]
-    code, _, err = run(capsys, "evaluate", "--train", d / "train.csv", "--test", d / "test.csv", *MODELS["recs"](d),
-                       "--scheduler", "tcp://127.0.0.1:1", "--convention", "lenskit")
-    assert code == 2 and "not available with --recs on a Dask cluster" in err

@@ -66,3 +66,16 @@ def test_errors(client):
         gdask.evaluate_lists(dd.from_pandas(twice, npartitions=2), truth, group_by="model", npartitions=4)
     with pytest.raises(TypeError, match="'recs' must be a Dask or pandas DataFrame; got list"):
         gdask.evaluate_lists([1, 2], truth)
+
+
+@pytest.mark.parametrize("options", [dict(convention="lenskit"), dict(convention="replay"),
+                                     dict(ties="last", relevance_threshold=1.0), dict(convention="ranx")])
+def test_conventions_are_the_single_machine_ones(client, options):
+    recs, truth = lists()
+    one = recs[recs["model"] == "als"].drop(columns="model")
+    expected = quietly(gpureco.evaluate_lists, one, truth, metrics=["P", "R", "AP", "NDCG"], k=[3, 5], **options)
+    got = quietly(gdask.evaluate_lists, dd.from_pandas(one, npartitions=3), truth, metrics=["P", "R", "AP", "NDCG"],
+                  k=[3, 5], **options)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True, check_index_type=False)
+    plain = quietly(gpureco.evaluate_lists, one, truth, metrics=["P", "R", "AP", "NDCG"], k=[3, 5])
+    assert not plain.equals(got)  # each option set changes some number here
