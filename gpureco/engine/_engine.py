@@ -122,7 +122,7 @@ def _evaluate(problem, request, rows=None):
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         rankings = [_gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY,
-                                    mode, with_scores=len(modes) == 2) for mode in modes]
+                                    mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]
     else:
         # given scores: the caller's rows and their float64 conversion, a batch ranked and the next
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
@@ -133,7 +133,7 @@ def _evaluate(problem, request, rows=None):
         max_rank = 0 if set(WHOLE_POOL) & set(names) or len(modes) == 2 else int(max(cutoffs))
         max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
         rankings = [_cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2,
-                                    tie_mode=mode, with_scores=len(modes) == 2) for mode in modes]
+                                    tie_mode=mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]
     ranking = rankings[0]
     # integers from here on: the metrics are computed on the host, in one defined order
     nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
