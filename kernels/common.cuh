@@ -63,6 +63,43 @@ GR_HD double gr_exact_score(const T* a, const T* b, int64_t n_factors, const dou
     return bias ? gr_add(acc, bias[item]) : acc;
 }
 
+// x rounded to float toward -infinity / +infinity, never flushed to zero (CuPy compiles with
+// -ftz=true): the float bounds of an interval of doubles, widened outward.
+GR_HD float gr_float_down(double x) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("cvt.rm.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+#else
+    float f = (float)x;
+    if ((double)f > x) f = nextafterf(f, -INFINITY);
+    return f;
+#endif
+}
+GR_HD float gr_float_up(double x) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("cvt.rp.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+#else
+    float f = (float)x;
+    if ((double)f < x) f = nextafterf(f, INFINITY);
+    return f;
+#endif
+}
+
+// The band [low, high] of filter scores that a test item of defined score t cannot settle
+// with a filter error of at most tol, in the filter's own type: a filter score below low is
+// surely below t, one above high surely above it. NaN bounds settle nothing.
+GR_HD void gr_band(double t, double tol, float* low, float* high) {
+    *low = gr_float_down(gr_add(t, -tol));
+    *high = gr_float_up(gr_add(t, tol));
+}
+GR_HD void gr_band(double t, double tol, double* low, double* high) {
+    *low = gr_add(t, -tol);
+    *high = gr_add(t, tol);
+}
+
 // #{i < m : scores[i] > s}, scores sorted in descending order
 GR_HD int64_t gr_count_above(const double* scores, int64_t m, double s) {
     int64_t lo = 0, hi = m;

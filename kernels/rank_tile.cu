@@ -7,11 +7,53 @@
 // Scores: row b of the batch is S[b * ld + j] for the tile's items item_begin + j. They are
 // the filter (cuBLAS) scores, within tol[b] of the defined score (gr_exact_score), which
 // settles every comparison closer than that; with `given`, they are the scores themselves.
+//
+// One block takes one user and up to RANK_SPAN items (a whole cuBLAS tile): its set-up (the
+// training bitmap, the test items' bands) and its barriers are paid once per 65,536 items.
+// A pool item is compared with the bands of the test items in the filter's own type (float
+// for float factors): the count of bands wholly above it, then one compare with the next
+// band. Only an item inside a band goes to the defined score, and not at once: each warp
+// queues such items and scores them 32 at a time, one per lane, so that one lane's F
+// products in float64 do not hold up the other 31 lanes of its warp.
 #include "common.cuh"
 
 #define RANK_THREADS 256
-#define RANK_SEGMENT 4096  // items of one block
+#ifndef RANK_SPAN
+#define RANK_SPAN 65536  // items of one block (_gpu.TILE_ITEMS); a multiple of 32
+#endif
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
+#define RANK_QUEUE 64  // per warp: pool items waiting for their defined score (2 rounds of 32)
+
+// The test items' bands [low(i), high(i)] (gr_band), from shared memory or computed from the
+// defined scores in global memory; both are non-increasing in i, as the scores are.
+template <typename T>
+struct Bands {
+    const T* lo;
+    const T* hi;
+    const double* scores;
+    double tol;
+    __device__ __forceinline__ T low(int64_t i) const {
+        if (lo) return lo[i];
+        T l, h;
+        gr_band(scores[i], tol, &l, &h);
+        return l;
+    }
+    __device__ __forceinline__ T high(int64_t i) const {
+        if (hi) return hi[i];
+        T l, h;
+        gr_band(scores[i], tol, &l, &h);
+        return h;
+    }
+    // #{i < m : low(i) > s}: the test items surely above s
+    __device__ __forceinline__ int64_t count_above(int64_t m, T s) const {
+        int64_t a = 0, b = m;
+        while (a < b) {
+            const int64_t mid = (a + b) >> 1;
+            if (low(mid) > s) a = mid + 1; else b = mid;
+        }
+        return a;
+    }
+};
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
@@ -22,32 +64,32 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                           int32_t* __restrict__ nonfinite, const double* __restrict__ tol,
                           const T* __restrict__ A, const T* __restrict__ B, int64_t n_factors,
                           const double* __restrict__ bias, uint64_t seed, int noise) {
-    __shared__ uint32_t train_bits[RANK_SEGMENT / 32];
-    __shared__ double sh_scores[RANK_SHARED_TESTS];
-    __shared__ uint64_t sh_keys[RANK_SHARED_TESTS];
+    __shared__ uint32_t train_bits[RANK_SPAN / 32];
+    __shared__ T sh_low[RANK_SHARED_TESTS];
+    __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_SHARED_TESTS];
     __shared__ int64_t train_range[2];
+    __shared__ int32_t warp_queue[RANK_THREADS / 32][RANK_QUEUE];
 
     const int64_t b = blockIdx.x;  // user of the batch
-    const int64_t seg_begin = (int64_t)blockIdx.y * RANK_SEGMENT;
-    if (seg_begin >= n_tile) return;
-    const int64_t seg_n = min((int64_t)RANK_SEGMENT, n_tile - seg_begin);
-    const int64_t first_item = item_begin + seg_begin;
+    const int64_t span_begin = (int64_t)blockIdx.y * RANK_SPAN;
+    if (span_begin >= n_tile) return;
+    const int64_t span_n = min((int64_t)RANK_SPAN, n_tile - span_begin);
+    const int64_t first_item = item_begin + span_begin;
     const int64_t u = users[b];
     const int32_t* train = train_indices + train_indptr[u];
     const int64_t n_train = train_indptr[u + 1] - train_indptr[u];
     const int64_t t0 = tests_begin[b], m = tests_begin[b + 1] - t0;
     const bool in_shared = m <= RANK_SHARED_TESTS;
+    const double* ts = test_scores + t0;
+    const double tl = tol[b];
 
-    for (int i = threadIdx.x; i < RANK_SEGMENT / 32; i += blockDim.x) train_bits[i] = 0;
-    if (threadIdx.x == 0) {
-        train_range[0] = gr_lower_bound(train, n_train, first_item);
-        train_range[1] = gr_lower_bound(train, n_train, first_item + seg_n);
-    }
+    for (int64_t i = threadIdx.x; i < (span_n + 31) / 32; i += blockDim.x) train_bits[i] = 0;
+    if (threadIdx.x == 0) train_range[0] = gr_lower_bound(train, n_train, first_item);
+    if (threadIdx.x == 32 % blockDim.x) train_range[1] = gr_lower_bound(train, n_train, first_item + span_n);
     if (in_shared) {
         for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
-            sh_scores[i] = test_scores[t0 + i];
-            sh_keys[i] = test_keys[t0 + i];
+            gr_band(ts[i], tl, &sh_low[i], &sh_high[i]);
             sh_cnt[i] = 0;
         }
     }
@@ -58,36 +100,55 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     }
     __syncthreads();
 
-    const double* ts = in_shared ? sh_scores : test_scores + t0;
-    const uint64_t* tk = in_shared ? sh_keys : test_keys + t0;
+    const Bands<T> bands = {in_shared ? sh_low : nullptr, in_shared ? sh_high : nullptr, ts, tl};
     int32_t* counts = in_shared ? sh_cnt : cnt + t0;
-    const double tl = tol[b];
-    const double worst = m > 0 ? ts[m - 1] - tl : GR_INF;  // pool items below it outrank no test item
-    const T* row = S + b * ld + seg_begin;
+    const T worst = m > 0 ? bands.low(m - 1) : (T)GR_INF;  // a pool item below it outranks no test item
+    const T* row = S + b * ld + span_begin;
     const T* a = n_factors > 0 ? A + u * n_factors : A;
-    double mn = GR_INF, mx = -GR_INF;
-    int bad = 0;
-    for (int64_t j = threadIdx.x; j < seg_n; j += blockDim.x) {
-        if (train_bits[j >> 5] & (1u << (j & 31))) continue;
+    const int lane = threadIdx.x & 31;
+    // the defined score of the span's item j decides its count
+    const auto settle = [&](int64_t j) {
         const int64_t item = first_item + j;
-        T raw = row[j];
-        if (!given && bias) raw = raw + (T)bias[item];
-        const double s = (double)raw;
-        mn = fmin(mn, s);
-        mx = fmax(mx, s);
-        const bool finite = isfinite(s);
-        bad |= !finite;
-        if (finite && s < worst) continue;
-        int64_t c = finite ? gr_count_above(ts, m, s) : 0;
-        if (!finite || (c > 0 && ts[c - 1] <= s + tl) || (c < m && ts[c] >= s - tl)) {
-            // a test item lies within the filter's error, or the filter overflowed (inf, or
-            // inf - inf): decide with the defined score
-            const double e = given ? s : gr_exact_score(a, B + item * n_factors, n_factors, bias, item);
-            c = gr_count_outranking(ts, tk, m, e, gr_tie_key(seed, (uint64_t)u, (uint64_t)item, noise));
-        }
+        const double e = given ? (double)row[j] : gr_exact_score(a, B + item * n_factors, n_factors, bias, item);
+        const int64_t c = gr_count_outranking(ts, test_keys + t0, m, e, gr_tie_key(seed, (uint64_t)u, (uint64_t)item, noise));
         if (c < m) atomicAdd(&counts[c], 1);
+    };
+    int32_t* queue = warp_queue[threadIdx.x >> 5];
+    int queued = 0;  // the same in every lane of the warp
+    T mn = (T)GR_INF, mx = -(T)GR_INF;
+    int bad = 0;
+    // the warp's 32 lanes take 32 consecutive items, all lanes the same number of rounds
+    for (int64_t j0 = threadIdx.x - lane; j0 < span_n; j0 += blockDim.x) {
+        const int64_t j = j0 + lane;
+        bool defer = false;
+        if (j < span_n && !(train_bits[j >> 5] & (1u << (j & 31)))) {
+            T s = row[j];
+            if (!given && bias) s = s + (T)bias[first_item + j];
+            mn = fmin(mn, s);
+            mx = fmax(mx, s);
+            const bool finite = isfinite(s);
+            bad |= !finite;
+            if (!finite) {
+                defer = m > 0;  // the filter overflowed (inf, or inf - inf)
+            } else if (!(s < worst)) {  // below `worst` (also: no test items) it is counted nowhere
+                const int64_t c = bands.count_above(m, s);
+                if (c < m && !(s > bands.high(c))) defer = true;  // inside test item c's band
+                else if (c < m) atomicAdd(&counts[c], 1);
+            }
+        }
+        const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
+        if (defer) queue[queued + __popc(deferring & ((1u << lane) - 1u))] = (int32_t)j;
+        queued += __popc(deferring);
+        if (queued >= 32) {  // a full round: every lane settles one of the last 32
+            __syncwarp();
+            queued -= 32;
+            settle(queue[queued + lane]);
+            __syncwarp();
+        }
     }
-    gr_fold_pool_stats(mn, mx, bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
+    __syncwarp();
+    if (lane < queued) settle(queue[lane]);
+    gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
     if (in_shared) {
         __syncthreads();
         for (int64_t i = threadIdx.x; i < m; i += blockDim.x)

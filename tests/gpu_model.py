@@ -111,6 +111,13 @@ def pool_stats(grid, block, args):
                       pool_min, pool_max, nonfinite)
 
 
+def abs_max_columns(grid, block, args):
+    X, n_rows, n_cols, rows_per_block, out = args
+    X = X.reshape(int(n_rows), int(n_cols)).astype(np.float64)
+    top = np.where(np.isfinite(X), np.abs(X), 0.0).max(axis=0, initial=0.0)
+    out[:] = np.maximum(out, top.view(np.uint64))
+
+
 def topk_tile(grid, block, args):
     (S, ld, given, begin, n_tile, users, train_indptr, train_indices, bias, tol, k, cand_scores, cand_items, count,
      tau, overflow) = args
@@ -195,7 +202,8 @@ def _adversarial_float_arithmetic(cupy, rng):
 class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
-                 "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile}
+                 "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile,
+                 "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns}
 
     def __init__(self, code, options=()):
         self.code = code

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from . import _backend
-from ._scores import magnitudes, order_key, row_entries, score_tolerance, select_top_k
+from ._scores import order_key, row_entries, score_tolerance, select_top_k
 
-RANK_THREADS, RANK_SEGMENT = 256, 4096  # kernels/rank_tile.cu
+RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
+MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
@@ -47,7 +48,7 @@ def kernels_hash():
 
 
 def compile_options():
-    return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}")
+    return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}", f"-DRANK_SPAN={RANK_SPAN}")
 
 
 def kernel(file, name):
@@ -76,7 +77,8 @@ class FactorScores:
         self.suffix = "f32" if self.dtype == np.float32 else "f64"
         self.tf32 = bool(tf32) and self.dtype == np.float32
         if B is not None:
-            self.item_abs_max, self.bias_abs_max = magnitudes(B, biases if biases is not None else cp.zeros(0))
+            self.item_abs_max = abs_max_columns(B)
+            self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
         self.given = B is None  # a non-personalised model: the biases are the scores
 
     def itemsize(self):
@@ -111,6 +113,21 @@ class FactorScores:
     def pairs(self, batch, local, items, user_rows, seed, noise):
         """Defined scores and tie keys of (batch[local[i]], items[i]) (int64 device arrays)."""
         return _pair_scores(self, batch[local], items, seed, noise, compute_scores=True)
+
+
+def abs_max_columns(X):
+    """_scores.magnitudes on the device: per column of the C-contiguous 2-d X, the largest finite
+    |value| (0 where none), float64; one pass of kernels/magnitudes.cu, no host synchronisation."""
+    cp = _backend.cupy()
+    out = cp.zeros(X.shape[1], dtype=cp.uint64)
+    rows_per_block = max(1, MAGNITUDE_BLOCK // max(1, X.shape[1]))
+    blocks = (X.shape[0] + rows_per_block - 1) // rows_per_block
+    if blocks and X.shape[1]:
+        suffix = "f32" if X.dtype == np.float32 else "f64"
+        kernel("magnitudes", f"abs_max_columns_{suffix}")(
+            (blocks,), (MAGNITUDE_THREADS,), (X, np.int64(X.shape[0]), np.int64(X.shape[1]), np.int64(rows_per_block),
+                                              out))
+    return out.view(cp.float64)
 
 
 def _pair_scores(scorer, users, items, seed, noise, compute_scores):
@@ -247,7 +264,7 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         for item_begin in range(0, n_items, tile):
             n = min(tile, n_items - item_begin)
             S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
-            rank((nb, (n + RANK_SEGMENT - 1) // RANK_SEGMENT), (RANK_THREADS,),
+            rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
                  (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices, tests_begin,
                   scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(), seed, noise))
         mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)

@@ -3,7 +3,7 @@ cupy.RawModule that builds the source with g++ against cuda_host.h and launches 
 through ctypes, every CUDA thread a fiber, blocks one after another.
 
     module = RawModule(code=source, options=("-I/path/to/kernels",))
-    module.get_function("rank_tile_f32")((n_users, n_segments), (256,), args)
+    module.get_function("rank_tile_f32")((n_users, n_spans), (256,), args)
 
 The launcher checks what CuPy does not: argument count and types (NumPy arrays of the
 pointee's dtype, np.uint64(0) for null, NumPy scalars of the parameter's exact type), launch

@@ -1,6 +1,6 @@
 """gpureco's GPU backend end to end with the real kernels under the host emulator (NumPy in
 place of CuPy and cuBLAS): calc_reco_metrics, evaluate and top_k with device="gpu" give the
-CPU backend's numbers bit for bit, over several item tiles and 4,096-item segments, batches,
+CPU backend's numbers bit for bit, over several item tiles and rank_tile blocks of 4,096 items, batches,
 ties, NaN and constant scores, the out-of-memory halving and the top-K paths; and they do
 not move when the filter scores are perturbed anywhere within the error bound that the
 backend assumes of cuBLAS."""
@@ -17,8 +17,9 @@ from gpureco.engine import _gpu, _scores
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
 
-TILE = 5000  # items per score tile: a tile of two 4,096-item segments (rank_tile) and two chunks (topk_tile)
-N_ITEMS = 9000  # two tiles, the second one a single segment; top_k's buffers fill up and shrink
+TILE = 5000  # items per score tile: two chunks (topk_tile); with SPAN, two blocks of rank_tile per user
+SPAN = 4096  # items of one rank_tile block (kernels compiled with -DRANK_SPAN=4096, as _gpu.compile_options says)
+N_ITEMS = 9000  # two tiles, the second one a single rank_tile block; top_k's buffers fill up and shrink
 METRICS = ("P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR", "ROC_AUC", "PR_AUC")
 SCHEDULES = [dict(schedule="forward", block_order="forward"), dict(schedule="reverse", block_order="reverse"),
              dict(schedule="shuffle", block_order="shuffle", seed=5)]
@@ -27,6 +28,7 @@ SCHEDULES = [dict(schedule="forward", block_order="forward"), dict(schedule="rev
 @pytest.fixture(autouse=True)
 def tiles(monkeypatch):
     monkeypatch.setattr(_gpu, "TILE_ITEMS", TILE)
+    monkeypatch.setattr(_gpu, "RANK_SPAN", SPAN)
 
 
 def problem(seed, n_users=14, dtype=np.float64, integer=False):
@@ -66,8 +68,8 @@ def test_calc_reco_metrics_equals_the_cpu(monkeypatch, case):
     assert_identical(cpu, gpu)
     assert np.isfinite(cpu["NDCG@K"]).sum() >= 8
     kernels = {name[:-4] for name, _, _ in cupy.launches}
-    assert kernels == {"rank_tile", "pair_scores"} | ({"pool_stats"} if A is not None else set())
-    assert ("rank_tile", (13, 2), (256,)) in [(n[:-4], g, b) for n, g, b in cupy.launches]  # 2 segments
+    assert kernels == {"rank_tile", "pair_scores"} | ({"pool_stats", "abs_max_columns"} if A is not None else set())
+    assert ("rank_tile", (13, 2), (256,)) in [(n[:-4], g, b) for n, g, b in cupy.launches]  # 2 spans
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, None])
@@ -144,7 +146,7 @@ def test_given_scores_equal_the_cpu(monkeypatch):
 def test_tie_modes_equal_the_cpu(monkeypatch, ties):
     """ties="optimistic" / "pessimistic" / "average" (test items keyed 0 or UINT64_MAX, the
     pool item + 1, and the groups' ranks fixed up on the host), with the filter's scores near
-    every tie (integer factors) and with given scores, over tiles, segments and batches."""
+    every tie (integer factors) and with given scores, over tiles, blocks and batches."""
     from gpureco.engine._conventions import AVERAGE_TIES
     X_train, X_test, A, B, bias = problem(12, dtype=np.float32, integer=True)
     names = [name.removesuffix("@K") for name in AVERAGE_TIES]
@@ -206,6 +208,8 @@ def test_a_seeded_kernel_bug_shows_end_to_end(monkeypatch, tmp_path):
     (tmp_path / "rank_tile.cu").write_text(source.replace(barrier, barrier.replace("__syncthreads();", "")))
     monkeypatch.setattr(_gpu, "kernels_dir", lambda: tmp_path)
     X_train, X_test, A, B, _ = problem(12)
-    with emulated_device(monkeypatch):
+    # (threads in reverse order: warp 7 reads the bits of its items before warp 0 has set them;
+    # in forward order the warps' ballots interleave them so that warp 0 sets its bits in time)
+    with emulated_device(monkeypatch, schedule="reverse"):
         cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10)
     assert any(not np.array_equal(cpu[name], gpu[name], equal_nan=True) for name in cpu)

@@ -407,14 +407,19 @@ SCHEDULES = [("forward", "forward", 0), ("reverse", "reverse", 0), ("shuffle", "
 NULL = np.uint64(0)  # gpureco's null pointer argument
 
 
-def module(file, code=None, include=KERNELS):
-    options = tuple(f"-I{include}" if o.startswith("-I") else o for o in _gpu.compile_options())  # as gpureco
+SPAN = 4096  # items of one rank_tile block here (-DRANK_SPAN): a 5,000-item tile takes two blocks per user
+
+
+def module(file, code=None, include=KERNELS, span=SPAN):
+    options = tuple(f"-I{include}" if o.startswith("-I") else f"-DRANK_SPAN={span}" if o.startswith("-DRANK_SPAN=")
+                    else o for o in _gpu.compile_options())  # as gpureco
+    assert f"-DRANK_SPAN={span}" in options
     return RawModule(code=code if code is not None else (KERNELS / f"{file}.cu").read_text(), options=options)
 
 
 @pytest.fixture(scope="module")
 def real():
-    files = ("rank_tile", "exact_scores", "topk_tile")
+    files = ("rank_tile", "exact_scores", "topk_tile", "magnitudes")
     with ThreadPoolExecutor(len(files)) as pool:
         return dict(zip(files, pool.map(module, files)))
 
@@ -482,7 +487,7 @@ class Problem:
             return self.bias[begin:], np.int64(0), np.int32(1)
         return np.matmul(self.A[batch], self.B[begin: begin + n].T), np.int64(n), np.int32(0)
 
-    def rank_launches(self, batch, tile):
+    def rank_launches(self, batch, tile, span=SPAN):
         """The rank_tile launches of one batch: [(grid, block, args)], sharing their outputs."""
         local, items = np.nonzero(self.test[batch])
         users = batch[local]
@@ -496,7 +501,7 @@ class Problem:
         for begin in range(0, self.n_items, tile):
             n = min(tile, self.n_items - begin)
             S, ld, given = self.tile(batch, begin, n)
-            launches.append(((nb, (n + 4095) // 4096), (256,), (
+            launches.append(((nb, (n + span - 1) // span), (256,), (
                 S, ld, given, np.int64(begin), np.int64(n), batch, self.train_indptr, self.train_indices, tests_begin,
                 scores[order], keys[order], *outputs, self.tolerance(batch), *self.launch_args(), np.uint64(self.seed),
                 np.int32(self.noise))))
@@ -588,13 +593,26 @@ RANK_CASES = {
 def test_rank_tile_equals_the_model(real, case):
     p = Problem(**RANK_CASES[case])
     batch = np.array([0, 1, 2, 3, 4, 6], dtype=np.int64)  # not every user: batch row b is not user b
-    launches, outputs = p.rank_launches(batch, tile=5000)  # a tile of 2 segments, then one of 1
+    launches, outputs = p.rank_launches(batch, tile=5000)  # a tile of 2 blocks per user, then one of 1
     want = run(gpu_model.rank_tile, launches, outputs)
     assert want[0].sum() > 0
     kernel = real["rank_tile"].get_function(f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
     for schedule, block_order, seed in SCHEDULES:
         got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
         assert_same(got, want, f"{case}, {schedule}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rank_tile_with_gpurecos_span_equals_the_model(dtype):
+    """The kernels as gpureco compiles them (RANK_SPAN = _gpu.RANK_SPAN, one block per user and
+    tile): the same counts as the model, over a 9,000-item tile and a short one."""
+    p = Problem(seed=31, dtype=dtype, integer=True, noise=True)
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=6000, span=_gpu.RANK_SPAN)
+    assert [grid for grid, _, _ in launches] == [(7, 1), (7, 1)]
+    want = run(gpu_model.rank_tile, launches, outputs)
+    kernel = module("rank_tile", span=_gpu.RANK_SPAN).get_function(f"rank_tile_{'f32' if dtype == np.float32 else 'f64'}")
+    got = run(kernel, launches, outputs, schedule="shuffle", block_order="shuffle", seed=3)
+    assert_same(got, want, "default span")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -626,6 +644,38 @@ def test_pair_scores_and_pool_stats_equal_the_model(real, dtype, with_bias):
         got = run(real["exact_scores"].get_function(f"pool_stats_{suffix}"), launches, outputs, schedule=schedule,
                   block_order=block_order, seed=seed)
         assert_same((None, *got), (None, *want), f"pool_stats, {schedule}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_rows, n_cols, rows_per_block", [(1000, 5, 97), (700, 128, 64), (50, 300, 7),
+                                                            (999, 1, 256), (5, 2, 1000)])
+def test_abs_max_columns_equals_magnitudes(real, dtype, n_rows, n_cols, rows_per_block):
+    """kernels/magnitudes.cu, as _gpu.abs_max_columns launches it, gives _scores.magnitudes (the
+    CPU's bound) exactly: NaN and infinities left out, -0.0, subnormals (not flushed), a column
+    with no finite value (0), blocks that cover a part of the rows or more than all of them."""
+    rng = np.random.default_rng(n_rows + n_cols)
+    X = (rng.standard_normal((n_rows, n_cols)) * 10.0 ** rng.integers(-3, 4, size=(n_rows, n_cols))).astype(dtype)
+    X[rng.random(X.shape) < 0.01] = np.nan
+    X[rng.random(X.shape) < 0.01] = -np.inf
+    X[rng.integers(0, n_rows), 0] = np.inf * (1 if n_cols > 1 else 0)  # inf, or NaN (inf * 0) in a vector
+    X[:, -1] = np.where(rng.random(n_rows) < 0.5, np.nan, np.inf)  # no finite value
+    if n_cols > 3:
+        X[:, 1] = -0.0
+        X[: n_rows // 2, 2] = np.finfo(dtype).smallest_subnormal * rng.integers(1, 9, size=n_rows // 2)
+        X[n_rows // 2:, 2] = 0
+    suffix = "f32" if dtype == np.float32 else "f64"
+    blocks = (n_rows + rows_per_block - 1) // rows_per_block
+    out = np.zeros(n_cols, dtype=np.uint64)
+    launches = [((blocks,), (256,), (X, np.int64(n_rows), np.int64(n_cols), np.int64(rows_per_block), out))]
+    want, _ = magnitudes(X, np.zeros(0))
+    np.testing.assert_array_equal(run(gpu_model.abs_max_columns, launches, (out,))[0].view(np.float64), want)
+    if n_cols > 3:
+        assert want[1] == 0 and 0 < want[2] < np.finfo(dtype).tiny
+    assert want[-1] == 0
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["magnitudes"].get_function(f"abs_max_columns_{suffix}"), launches, (out,), schedule=schedule,
+                  block_order=block_order, seed=seed)[0]
+        np.testing.assert_array_equal(got.view(np.float64), want, err_msg=schedule)
 
 
 TOPK_CASES = {
@@ -662,15 +712,17 @@ def mutate(text, old, new, occurrence=1):
 
 
 def caught(kernel, launches, outputs, want, compare):
-    """Whether the kernel, under every schedule, raises EmulationError or gives another result."""
+    """Whether the kernel, under some schedule, raises EmulationError or gives another result (a
+    race shows under the schedules that run its threads in the wrong order; the unmutated kernels
+    must therefore pass under every one)."""
     for schedule, block_order, seed in SCHEDULES:
         try:
             got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
         except EmulationError:
-            continue
-        if compare(got) == compare(want):
-            return False
-    return True
+            return True
+        if compare(got) != compare(want):
+            return True
+    return False
 
 
 def rank_outputs(outputs):
@@ -678,7 +730,11 @@ def rank_outputs(outputs):
 
 
 RANK_MUTANTS = {
-    "off-by-one j <= seg_n": ("j < seg_n; j += blockDim.x", "j <= seg_n; j += blockDim.x", 1),
+    "off-by-one j <= span_n": ("if (j < span_n && !(train_bits", "if (j <= span_n && !(train_bits", 1),
+    "no defined score inside a band": ("(c < m && !(s > bands.high(c)))", "(c < m && false)", 1),
+    "bands from the wrong end": ("if (low(mid) > s)", "if (high(mid) > s)", 1),
+    "a round settled before the warp's queue is written": ("__syncwarp();", "", 1),
+    "the last queued item never settled": ("if (lane < queued) settle", "if (lane + 1 < queued) settle", 1),
     "off-by-one c <= m": ("if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
     "missing barrier after the training bitmap": ("__syncthreads();", "", 2),
     "missing barrier after loading the test items": ("__syncthreads();", "", 1),
@@ -732,7 +788,7 @@ def test_wrong_mask_in_common_header_is_caught(real, tmp_path):
     launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=700)
     kernel = module("rank_tile", (tmp_path / "rank_tile.cu").read_text(), include=tmp_path).get_function("rank_tile_f64")
     with pytest.raises(EmulationError, match=r"__shfl_down_sync\(mask 0x0000ffff\) \(.*common.cuh:\d+\) is called by "
-                                             r"thread 16 \(lane 16\), which the mask does not name"):
+                                             r"thread \d+ \(lane (1[6-9]|2\d|3[01])\), which the mask does not name"):
         run(kernel, launches, outputs, schedule="forward")
     stats = module("exact_scores", (tmp_path / "exact_scores.cu").read_text(), include=tmp_path)
     outputs = (np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.int32))

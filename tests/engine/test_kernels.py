@@ -21,7 +21,7 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 
 def test_there_are_kernels():
-    assert {path.stem for path in KERNELS} == {"rank_tile", "exact_scores", "topk_tile"}
+    assert {path.stem for path in KERNELS} == {"rank_tile", "exact_scores", "topk_tile", "magnitudes"}
 
 
 @needs_nvcc
@@ -34,7 +34,8 @@ def test_kernel_compiles_with_nvcc(tmp_path, source, arch):
 
 
 NVRTC, NVRTC_MISSING = nvrtc.library()
-ENTRIES = {"rank_tile": ("rank_tile",), "topk_tile": ("topk_tile",), "exact_scores": ("pair_scores", "pool_stats")}
+ENTRIES = {"rank_tile": ("rank_tile",), "topk_tile": ("topk_tile",), "exact_scores": ("pair_scores", "pool_stats"),
+           "magnitudes": ("abs_max_columns",)}
 
 
 @pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
@@ -156,3 +157,47 @@ def test_wheel_contains_the_kernels(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in _gpu.kernels_dir().glob("*.cu*"):
         assert f"gpureco/kernels/{path.name}" in names
+
+
+@needs_nvcc
+def test_float_bounds_round_outward(tmp_path, rng):
+    """gr_float_down / gr_float_up (the bands of rank_tile's float compares): the largest float
+    <= x and the smallest float >= x, for doubles between floats, on them, beyond float's
+    range, subnormal, zero, infinite and NaN."""
+    tiny, big = float(np.finfo(np.float32).smallest_subnormal), float(np.finfo(np.float32).max)
+    values = np.concatenate([rng.standard_normal(40) * 10.0 ** rng.integers(-40, 40, size=40),
+                             rng.standard_normal(10).astype(np.float32).astype(np.float64),
+                             [0.0, -0.0, tiny / 3, -tiny / 3, 1.5 * tiny, -1.5 * tiny, big * 1.0000001, -big * 1.0000001,
+                              1e300, -1e300, 1.0 + 2.0**-30, -(1.0 + 2.0**-30), np.inf, -np.inf, np.nan]])
+    literal = [float(v).hex() if np.isfinite(v) else "(0.0 / 0.0)" if np.isnan(v) else
+               ("gr_inf()" if v > 0 else "-gr_inf()") for v in values]
+    body = [f"static const double x[] = {{{', '.join(literal)}}};",
+            f"for (int i = 0; i < {values.size}; ++i) printf(\"%a %a\\n\", (double)gr_float_down(x[i]), "
+            "(double)gr_float_up(x[i]));"]
+    out = np.array([float.fromhex(v) for v in host_program(tmp_path, "\n".join(body))]).reshape(-1, 2)
+    down, up = out[:, 0].astype(np.float32), out[:, 1].astype(np.float32)
+    assert np.array_equal(out[:, 0], down.astype(np.float64), equal_nan=True)  # floats, as printed
+    finite = ~np.isnan(values)
+    assert np.all(np.isnan(out[~finite]))
+    d, u, x = down[finite], up[finite], values[finite]
+    assert np.all(d.astype(np.float64) <= x) and np.all(u.astype(np.float64) >= x)
+    inside = np.isfinite(x)  # (an infinity is its own bound, below and above)
+    assert np.all(d[~inside] == x[~inside]) and np.all(u[~inside] == x[~inside])
+    d, u, x = d[inside], u[inside], x[inside]
+    with np.errstate(over="ignore"):
+        assert np.all(np.nextafter(d, np.float32(np.inf)).astype(np.float64) > x)  # no float between d and x
+        assert np.all(np.nextafter(u, np.float32(-np.inf)).astype(np.float64) < x)
+        exact = x == x.astype(np.float32).astype(np.float64)
+    assert exact.sum() >= 12 and np.all(d[exact] == u[exact])
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
+def test_rank_tile_rounds_its_float_bands_outward_on_the_device():
+    """The device branch of gr_float_down / gr_float_up: directed conversions that CuPy's
+    -ftz=true does not flush (a flushed negative subnormal would round up to -0)."""
+    source = _gpu.kernels_dir() / "rank_tile.cu"
+    ptx, log = nvrtc.compile_to_ptx(NVRTC, source.read_text(), source.name,
+                                    [*_gpu.compile_options(), "-arch=compute_90", "-ftz=true"])
+    assert ptx is not None, log
+    assert "cvt.rm.f32.f64" in ptx and "cvt.rp.f32.f64" in ptx
+    assert "cvt.rm.ftz.f32.f64" not in ptx and "cvt.rp.ftz.f32.f64" not in ptx

@@ -1,0 +1,39 @@
+// The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes):
+// per column f of a row-major matrix X (n_rows x n_cols), the largest finite |X[i, f]| (0
+// where none), as the bits of a double (`out`, zeroed by the caller). One read of X at memory
+// speed, in place of a reduction per chunk. A maximum does not depend on the order in which it is taken, and
+// the atomics compare the bit patterns of non-negative doubles as integers (the same order),
+// so the result is exact and the same on every run.
+#include "common.cuh"
+
+#define MAGNITUDE_THREADS 256
+
+template <typename T>
+__device__ void abs_max_columns(const T* __restrict__ X, int64_t n_rows, int64_t n_cols, int64_t rows_per_block,
+                                uint64_t* __restrict__ out) {
+    // the block's threads cover `width` consecutive columns of `height` consecutive rows: one
+    // contiguous stretch of memory per pass (2 rows of 128 factors; 256 rows of a vector)
+    const int64_t width = min(n_cols, (int64_t)blockDim.x), height = blockDim.x / width;
+    const int64_t lane = threadIdx.x % width, row_lane = threadIdx.x / width;
+    const int64_t r0 = (int64_t)blockIdx.x * rows_per_block, r1 = min(n_rows, r0 + rows_per_block);
+    for (int64_t c0 = 0; c0 < n_cols; c0 += width) {
+        const int64_t col = c0 + lane;
+        if (row_lane >= height || col >= n_cols) continue;
+        double mx = 0.0;
+        for (int64_t r = r0 + row_lane; r < r1; r += height) {
+            const double x = fabs(gr_widen(X[r * n_cols + col]));
+            if (isfinite(x)) mx = fmax(mx, x);
+        }
+        // the bits of mx (>= 0): its order key less the top bit
+        if (mx > 0.0) atomicMax((unsigned long long*)&out[col], (unsigned long long)(gr_order_key(mx) & 0x7FFFFFFFFFFFFFFFULL));
+    }
+}
+
+#define ABS_MAX_COLUMNS(SUFFIX, T)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) abs_max_columns_##SUFFIX(                  \
+        const T* X, int64_t n_rows, int64_t n_cols, int64_t rows_per_block, uint64_t* out) {                   \
+        abs_max_columns<T>(X, n_rows, n_cols, rows_per_block, out);                                           \
+    }
+
+ABS_MAX_COLUMNS(f32, float)
+ABS_MAX_COLUMNS(f64, double)
