@@ -5,7 +5,8 @@ One generated problem (default: 10,000 users x 1,000,000 items x 128 factors, fl
 K=100, all ten metrics; training and test items as in bench_cpu.make_problem), factors in
 GPU memory, each timed after a warm-up run, with the device synchronised:
 
-1. gpureco.calc_reco_metrics(device="gpu", all_metrics=True, output="cupy");
+1. gpureco.calc_reco_metrics(device="gpu", all_metrics=True, output="cupy"), and the same
+   with tf32=True (whose numbers must equal FP32's bit for bit);
 2. the floor: cupy.matmul(A[batch], B.T) for every user, in the batches gpureco would use;
 3. PyTorch: per batch S = A_b @ B.T, training items set to -inf, torch.topk for the @K
    metrics, a full torch.sort of every row for the AUC ranks (skipped if torch is missing);
@@ -13,7 +14,8 @@ GPU memory, each timed after a warm-up run, with the device synchronised:
 
 It also reports gpureco's peak device memory beyond the inputs (a CuPy memory hook over
 the pool's allocations) and checks that the pipelines' P@K and ROC-AUC agree with
-gpureco's. Figures, device, commit and command go to <out>/gpu_<date>.json and .md.
+gpureco's; with torch, the kernel times of one gpureco call (torch.profiler). Figures,
+device, commit and command go to <out>/gpu_<date>.json and .md.
 
     python benchmarks/bench_gpu.py                 # the full problem, about a minute
     python benchmarks/bench_gpu.py --users 2000 --items 200000
@@ -61,6 +63,22 @@ def peak_memory(cp, fn):
         fn()
         cp.cuda.Device().synchronize()
     return hook.peak
+
+
+def kernel_times(torch, fn, top=12):
+    """{kernel name: (milliseconds, launches)} of one call of fn, by CUDA time, largest first
+    (torch.profiler sees CuPy's and cuBLAS's kernels as well as torch's)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    totals = {}
+    for event in prof.events():
+        if getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type):
+            ms, count = totals.get(event.name, (0.0, 0))
+            totals[event.name] = (ms + event.device_time_total / 1000.0, count + 1)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return {name[:80]: (round(ms, 3), count) for name, (ms, count) in ranked}
 
 
 def gemm_floor(cp, A, B, batch):
@@ -162,6 +180,9 @@ def main(argv=None):
 
     rows["gpureco"], ours = best(run_gpureco)
     workspace = peak_memory(cp, run_gpureco)
+    rows["gpureco, tf32=True"], ours_tf32 = best(lambda: gpureco.calc_reco_metrics(
+        X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=True))
+    tf32_identical = all(bool(cp.array_equal(ours[name], ours_tf32[name], equal_nan=True)) for name in ours)
     from gpureco.engine import _gpu
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
@@ -182,6 +203,12 @@ def main(argv=None):
                        "ROC_AUC max abs diff": float(np.nanmax(np.abs(auc - ours_auc)))}
                  for lib, (p, auc) in checks.items()}
 
+    kernels = None
+    if torch is not None and torch.cuda.is_available():
+        try:
+            kernels = kernel_times(torch, run_gpureco)
+        except Exception as error:  # a profiler that differs from torch 2.x's: the timings above still stand
+            print(f"bench_gpu: no kernel times ({type(error).__name__}: {error})", file=sys.stderr)
     floor = rows["cuBLAS A.B^T alone"]
     info = {
         "date": dt.date.today().isoformat(), "device": device, "commit": git_commit(),
@@ -191,7 +218,12 @@ def main(argv=None):
         "seconds": rows, "gpureco_vs_gemm": rows["gpureco"] / floor,
         "speedup_vs": {name: seconds / rows["gpureco"] for name, seconds in rows.items() if "pipeline" in name},
         "gpureco_workspace_bytes": int(workspace), "agreement_with_gpureco": agreement,
+        "tf32_identical_to_fp32": tf32_identical, "kernel_ms_one_call": kernels,
         "targets": {"within 1.5x of the GEMM": rows["gpureco"] <= 1.5 * floor,
+                    "150,000 users/s (FP32)": args.users / rows["gpureco"] >= 150_000,
+                    "400,000 users/s (TF32), identical numbers": (args.users / rows["gpureco, tf32=True"] >= 400_000
+                                                                  and tf32_identical),
+                    "TF32 not slower than FP32": rows["gpureco, tf32=True"] <= rows["gpureco"],
                     "5x faster than PyTorch": ("PyTorch pipeline" in rows
                                                and rows["PyTorch pipeline"] >= 5 * rows["gpureco"]),
                     "workspace <= 2 GB": workspace <= 2e9},
@@ -205,7 +237,12 @@ def main(argv=None):
         lines.append(f"| {name} | {seconds:.4f} | {args.users / seconds:,.0f} | {seconds / rows['gpureco']:.2f}x |")
     lines += ["", f"gpureco / GEMM alone: {info['gpureco_vs_gemm']:.2f} (target <= 1.5)",
               f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
+              f"tf32=True gives the FP32 numbers bit for bit: {tf32_identical}",
               f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
+    if kernels:
+        lines += ["", "Kernel time of one gpureco call (torch.profiler, CUDA activity):", "",
+                  "| kernel | ms | launches |", "|---|---:|---:|"]
+        lines += [f"| {name} | {ms:.2f} | {count} |" for name, (ms, count) in kernels.items()]
     print("\n".join(lines))
     write_results(args.out, f"gpu_{info['date']}", info, "\n".join(lines))
 
