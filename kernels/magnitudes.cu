@@ -1,9 +1,9 @@
 // The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes):
 // per column f of a row-major matrix X (n_rows x n_cols), the largest finite |X[i, f]| (0
 // where none), as the bits of a double (`out`, zeroed by the caller). One read of X at memory
-// speed, in place of a reduction per chunk. A maximum does not depend on the order in which it is taken, and
-// the atomics compare the bit patterns of non-negative doubles as integers (the same order),
-// so the result is exact and the same on every run.
+// speed, in place of a reduction per chunk. A maximum does not depend on the order in which
+// it is taken, and the atomics compare the bit patterns of non-negative doubles as integers
+// (the same order), so the result is exact and the same on every run.
 #include "common.cuh"
 
 #define MAGNITUDE_THREADS 256

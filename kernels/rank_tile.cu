@@ -132,8 +132,10 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 defer = m > 0;  // the filter overflowed (inf, or inf - inf)
             } else if (!(s < worst)) {  // below `worst` (also: no test items) it is counted nowhere
                 const int64_t c = bands.count_above(m, s);
-                if (c < m && !(s > bands.high(c))) defer = true;  // inside test item c's band
-                else if (c < m) atomicAdd(&counts[c], 1);
+                if (c < m) {
+                    if (s > bands.high(c)) atomicAdd(&counts[c], 1);
+                    else defer = true;  // inside test item c's band
+                }
             }
         }
         const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
