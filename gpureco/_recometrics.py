@@ -129,10 +129,11 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
         The caller's id of each row of ``X_test``: the DataFrame's index (named ``user``).
         Default: the row numbers, as recometrics.
     tf32 : bool, default=False
-        Let cuBLAS use TF32 tensor cores for float32 factors (GPU only). The score filter is
-        then coarser (its error bound is about 2**-9 of the score scale instead of F * 2**-24),
-        so more comparisons go to the exactly defined score: the results stay exactly the
-        same, and whether TF32 is faster depends on how many scores are near-ties.
+        Score float32 factors on TF32 tensor cores (GPU only): each factor split into two
+        TF32 parts, three products in two cuBLAS GEMMs (docs/gpu.md). The score filter's
+        error bound is then about 4 times FP32's (F * 2**-22 of the score scale instead of
+        F * 2**-24), so a few more comparisons go to the exactly defined score: the results
+        are exactly the same as with ``tf32=False``.
     convention : str, default="gpureco"
         The name of a peer library ("lenskit", "ranx", ...; every name in the table of
         docs/peers.md): P, R, AP and NDCG as that library defines them (discount,

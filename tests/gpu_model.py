@@ -253,12 +253,57 @@ def fake_cupy(fail_above=None):
     return cupy
 
 
+def is_tf32(x):
+    """Whether every value of the float32 array x is a TF32 number (10 mantissa bits)."""
+    return bool(((x.view(np.uint32) & np.uint32(0x1FFF)) == 0).all())
+
+
+def gemm_tf32(a, b, out, accumulate):
+    """_backend.gemm_tf32 on the model: the TF32 products exactly (as tensor cores make them),
+    summed in float64 and rounded once; inputs that are not TF32 numbers are refused, as
+    tensor cores would silently cut them."""
+    assert a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous
+    if not (is_tf32(a) and is_tf32(b)):
+        raise AssertionError("gemm_tf32: an input is not made of TF32 numbers (split_tf32 not applied)")
+    product = a.astype(np.float64) @ b.astype(np.float64).T
+    out[...] = (product + out if accumulate else product).astype(np.float32)
+    return out
+
+
+def _float32_toward_zero(x):
+    r = x.astype(np.float32)
+    over = np.abs(r.astype(np.float64)) > np.abs(x)
+    r[over] = np.nextafter(r[over], np.float32(0))
+    return r.astype(np.float64)
+
+
+def tensor_core_gemm(a, b, c=None, rng=None, block=4, c_first=True):
+    """a @ b.T (+ c) as an adversarial model of TF32 tensor cores (Fasi et al., 2021, made
+    worse): the products exact, added in a random order `block` at a time, each block's terms
+    and the running sum cut toward zero to the float32 unit of the largest of them before an
+    exact sum, which is then cut to float32 toward zero. c (cuBLAS's beta = 1) is the sum's
+    start with `c_first`, else added at the end. Float32 (m, n)."""
+    rng = rng or np.random.default_rng(0)
+    products = a.astype(np.float64)[:, None, :] * b.astype(np.float64)[None, :, :]  # exact for TF32 numbers
+    products = products[:, :, rng.permutation(products.shape[2])]
+    acc = c.astype(np.float64) if c is not None and c_first else np.zeros(products.shape[:2])
+    for start in range(0, products.shape[2], block):
+        terms = np.concatenate([acc[..., None], products[..., start: start + block]], axis=2)
+        quantum = np.ldexp(1.0, np.frexp(np.abs(terms).max(axis=2))[1] - 24)[..., None]
+        acc = _float32_toward_zero((np.trunc(terms / quantum) * quantum).sum(axis=2))
+    if c is not None and not c_first:
+        acc = _float32_toward_zero(acc + c)
+    return acc.astype(np.float32)
+
+
 @contextlib.contextmanager
 def model_device(monkeypatch, fail_above=None):
     """gpureco's GPU backend on the NumPy model for the duration of the block."""
     from gpureco.engine import _backend, _gpu
     cupy = fake_cupy(fail_above)
     monkeypatch.setattr(_backend, "_state", (cupy, _backend.GpuStatus(True, "NumPy model of a GPU"), True))
-    monkeypatch.setattr(_backend, "float32_compute", lambda tf32: contextlib.nullcontext())
+    monkeypatch.setattr(_backend, "float32_compute", contextlib.nullcontext)
+    cupy.gemm_tf32 = gemm_tf32  # a test may replace it
+    monkeypatch.setattr(_backend, "gemm_tf32", lambda *args, **kw: cupy.gemm_tf32(*args, **kw))
     monkeypatch.setattr(_gpu, "_modules", {})
     yield cupy

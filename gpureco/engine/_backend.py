@@ -166,13 +166,34 @@ def array_module(*arrays):
     return np
 
 
+def gemm_tf32(a, b, out, accumulate):
+    """out = a @ b.T (+ out when `accumulate`) on TF32 tensor cores: float32 arrays on the
+    device, a (m, k) and b (n, k) row-major with any row stride, out (m, n) C-contiguous.
+    cuBLAS's GEMM with beta = 1 (the only way to add to a product without another pass over
+    out); CuPy's matmul has no beta. The inputs must already be TF32 numbers (_scores.split_tf32)."""
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+    m, k = a.shape
+    n = b.shape[0]
+    alpha, beta = np.ones((), dtype=np.float32), np.asarray(1.0 if accumulate else 0.0, dtype=np.float32)
+    # row-major out (m, n) is column-major (n, m): out^T = op(b^T) a^T with b read transposed
+    cublas.gemmEx(device.get_cublas_handle(), getattr(cublas, "CUBLAS_OP_T", 1), getattr(cublas, "CUBLAS_OP_N", 0),
+                  n, m, k, alpha.ctypes.data, b.data.ptr, _CUDA_R_32F, b.strides[0] // 4, a.data.ptr, _CUDA_R_32F,
+                  a.strides[0] // 4, beta.ctypes.data, out.data.ptr, _CUDA_R_32F, n,
+                  getattr(cublas, "CUBLAS_COMPUTE_32F_FAST_TF32", 77), getattr(cublas, "CUBLAS_GEMM_DEFAULT_TENSOR_OP", 99))
+    return out
+
+
+_CUDA_R_32F = 0  # cudaDataType CUDA_R_32F
+
+
 @contextlib.contextmanager
-def float32_compute(tf32):
-    """cuBLAS float32 products with TF32 tensor cores only when `tf32` (CuPy's global setting
-    is restored afterwards, whatever CUPY_TF32 says)."""
+def float32_compute():
+    """cuBLAS float32 products in float32, never TF32, whatever CUPY_TF32 says (CuPy's global
+    setting is restored afterwards)."""
     from cupy._core import _routines_linalg as linalg
     old = linalg.get_compute_type(np.float32)
-    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32 if tf32 else linalg.COMPUTE_TYPE_FP32)
+    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
     try:
         yield
     finally:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _backend
-from ._scores import order_key, row_entries, score_tolerance, select_top_k
+from ._scores import order_key, row_entries, score_tolerance, select_top_k, split_tf32
 
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
@@ -66,7 +66,13 @@ def _null():
 
 
 class FactorScores:
-    """Score tiles A[users] B[items]^T (+ biases) by cuBLAS, and the defined scores of pairs."""
+    """Score tiles A[users] B[items]^T (+ biases) by cuBLAS, and the defined scores of pairs.
+
+    With `tf32` (float32 factors), a tile is (hi*lo + lo*hi) + hi*hi of split_tf32's parts on
+    tensor cores: two GEMMs of inner sizes 2F and F, the second adding to the first, as
+    accurate as a float32 GEMM to within a few units (score_tolerance) at about three times
+    fewer cycles on an H100. The parts of the batch's users are made once per batch, those of
+    the items once per tile."""
 
     def __init__(self, A, B, biases, tf32=False):
         cp = _backend.cupy()
@@ -80,9 +86,19 @@ class FactorScores:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
         self.given = B is None  # a non-personalised model: the biases are the scores
+        self._user_parts = (None, None)  # (user_rows, their split_tf32 parts [hi | lo])
+        self._item_parts = None  # a buffer for a tile's parts [lo | hi]
 
     def itemsize(self):
         return self.dtype.itemsize
+
+    def bytes_per_user(self):
+        """Workspace of one user of a batch besides its score row: its factors (and parts)."""
+        return 8 * self.n_factors * (2 if self.tf32 else 1)
+
+    def fixed_bytes(self, n_items):
+        """Workspace besides the batch's: the parts of a tile of n_items items."""
+        return 8 * self.n_factors * n_items if self.tf32 else 0
 
     def tolerance(self, users, user_rows):
         """Per user, the bound on |cuBLAS score - defined score| (user_rows: self.user_rows(users))."""
@@ -96,8 +112,23 @@ class FactorScores:
         if self.given:
             return self.biases[begin:], np.int64(0), np.int32(1)
         scores = buffer[: user_rows.shape[0] * n].reshape(user_rows.shape[0], n)
-        with _backend.float32_compute(tf32=self.tf32):  # cuBLAS uses TF32 only when asked
-            cp.matmul(user_rows, self.B[begin: begin + n].T, out=scores)
+        if self.tf32:
+            f = self.n_factors
+            if self._user_parts[0] is not user_rows:
+                parts = cp.empty((user_rows.shape[0], 2 * f), dtype=cp.float32)
+                self._user_parts = (user_rows, split_tf32(cp, user_rows, parts))
+            if self._item_parts is None or self._item_parts.shape[0] < n * 2 * f:
+                self._item_parts = cp.empty(n * 2 * f, dtype=cp.float32)
+            users = self._user_parts[1]  # [hi | lo]
+            items = split_tf32(cp, self.B[begin: begin + n], self._item_parts[: n * 2 * f].reshape(n, 2 * f),
+                               lo_first=True)  # [lo | hi]
+            # the small terms first: whether cuBLAS starts its sum from them or adds them at the end,
+            # each rounding of the main sum is within the bound (score_tolerance)
+            _backend.gemm_tf32(users, items, scores, accumulate=False)  # hi * lo + lo * hi
+            _backend.gemm_tf32(users[:, :f], items[:, f:], scores, accumulate=True)  # + hi * hi
+        else:
+            with _backend.float32_compute():  # never TF32 (CUPY_TF32 notwithstanding)
+                cp.matmul(user_rows, self.B[begin: begin + n].T, out=scores)
         return scores, np.int64(n), np.int32(0)
 
     def user_rows(self, users):
@@ -152,6 +183,12 @@ class GivenScores:
 
     def itemsize(self):
         return 8
+
+    def bytes_per_user(self):
+        return 0
+
+    def fixed_bytes(self, n_items):
+        return 0
 
     def tolerance(self, users, user_rows):
         return _backend.cupy().zeros(users.shape[0])
@@ -227,8 +264,9 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     result = GpuRanking(cp, problem.n_users, problem.X_test.nnz, with_scores)
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
-    per_user = 8 * scorer.n_factors + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
-    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory, batch_size)  # given: whole rows
+    per_user = scorer.bytes_per_user() + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
+    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory - scorer.fixed_bytes(min(n_items, TILE_ITEMS)),
+                       batch_size)  # given: whole rows
     users_d = cp.asarray(users)
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
@@ -320,10 +358,11 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     users_d = cp.asarray(users)
     kernel_path = k <= TOPK_MAX_K
     if kernel_path:
-        rows = _batch_size(n_items, scorer.itemsize(), 12 * TOPK_CAPACITY + 64 + 8 * scorer.n_factors, max_memory,
-                           batch_size)
+        rows = _batch_size(n_items, scorer.itemsize(), 12 * TOPK_CAPACITY + 64 + scorer.bytes_per_user(),
+                           max_memory - scorer.fixed_bytes(min(n_items, TILE_ITEMS)), batch_size)
     else:  # whole rows, several times over (copy, masks, sort)
-        rows = batch_size or max(1, int(max_memory // (n_items * (scorer.itemsize() + 40) + 8 * scorer.n_factors)))
+        rows = batch_size or max(1, int((max_memory - scorer.fixed_bytes(n_items))
+                                        // (n_items * (scorer.itemsize() + 40) + scorer.bytes_per_user())))
     topk = kernel("topk_tile", f"topk_tile_{scorer.suffix}")
 
     def run(begin, end):

@@ -54,20 +54,55 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False):
 
     Both are dot products of F terms plus a bias, rounded in `dtype` (any order) and in
     float64 (in order): each is within gamma_(F+2) * (sum_f |a_f| max_j |b_jf| + max |bias|)
-    of the real value; underflow adds at most one smallest normal number per term. With
-    TF32 tensor cores the float32 inputs are first cut to 10 mantissa bits (relative error
-    below 2**-10 each, rounded or truncated), which widens the bound accordingly.
+    of the real value; underflow adds at most one smallest normal number per term.
+
+    With `tf32` the fast score is split_tf32's (hi*lo + lo*hi) + hi*hi on tensor cores: two
+    GEMMs, the second adding to the first (FactorScores.tile). The split leaves out less than
+    2**-19 (1 + 2**-12) |a| |b| per term. Tensor cores multiply TF32 numbers exactly but add
+    with truncation, aligning a block of products to the largest before adding them (Fasi et
+    al., "Numerical behavior of NVIDIA tensor cores", PeerJ Computer Science, 2021): taken
+    here as at most 2**-22 (two units of float32) of the partial sum per operation. The
+    correction's 2F terms are at most 2**-9 (1 + 2**-11) of the main ones, so its rounding
+    costs 2**-8 gamma_2F; the main sum's F operations, its addition to the correction
+    (however cuBLAS orders it: the correction's value is within the partial sums) and the
+    bias's two roundings cost (1 + 2**-8) gamma_(F+4). Flushing a subnormal part, product or
+    sum to zero costs at most 2**-126 times the other factor's magnitude, or 2**-126.
     """
     xp = array_module(user_rows)
     n_factors = user_rows.shape[1]
     with np.errstate(over="ignore"):  # an infinite bound is still a bound: every comparison goes to the definition
-        scale = xp.abs(user_rows.astype(xp.float64)) @ item_abs_max + bias_abs_max
+        user_abs = xp.abs(user_rows.astype(xp.float64))
+        scale = user_abs @ item_abs_max + bias_abs_max
     finfo = np.finfo(dtype)
-    gamma = _gamma(n_factors + 2, float(finfo.eps) / 2)
+    absolute = (n_factors + 2) * float(finfo.tiny)
     if tf32:
-        gamma = (1.0 + 2.0**-10) ** 2 * (1.0 + gamma) - 1.0
+        gamma = (1.0 + 2.0**-8) * _gamma(n_factors + 4, 2.0**-22) + 2.0**-8 * _gamma(2 * n_factors, 2.0**-22) + 2.0**-18
+        with np.errstate(over="ignore"):
+            absolute = 2.0**-124 * (user_abs.sum(axis=1) + item_abs_max.sum() + 3 * n_factors + 4)
+    else:
+        gamma = _gamma(n_factors + 2, float(finfo.eps) / 2)
     gamma += _gamma(n_factors + 2, 2.0**-53)
-    return 2.0 * (gamma * scale + (n_factors + 2) * float(finfo.tiny))
+    return 2.0 * (gamma * scale + absolute)
+
+
+_TF32_MASK = 0xFFFFE000  # the sign, exponent and 10 mantissa bits of a float32: a TF32 number
+
+
+def split_tf32(xp, X, out, lo_first=False):
+    """X (float32, n x F) as two TF32 parts, written to out (n x 2F): [hi | lo], or [lo | hi]
+    with `lo_first`. hi is X with its 13 lowest mantissa bits cleared (|X - hi| < 2**-10 |X|,
+    never rounded up to infinity), and lo is X - hi (exact) rounded to nearest TF32, so that
+    |X - hi - lo| <= 2**-21 |X| + 2**-137 (a subnormal part is cut on its bits). Integer
+    operations and one exact subtraction: any order, any device, the same parts (a flushed
+    subnormal excepted: see score_tolerance)."""
+    n_factors = X.shape[1]
+    mask = xp.uint32(_TF32_MASK)
+    hi = (X.view(xp.uint32) & mask).view(xp.float32)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN parts for a non-finite X, as they should be
+        rest = (X - hi).view(xp.uint32)
+    lo = ((rest + xp.uint32(0x1000)) & mask).view(xp.float32)  # round half away from zero on the magnitude
+    out[:, :n_factors], out[:, n_factors:] = (lo, hi) if lo_first else (hi, lo)
+    return out
 
 
 def order_key(xp, x):

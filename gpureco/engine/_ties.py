@@ -110,7 +110,7 @@ def _user_values(optimistic, pessimistic, scores, gains, n_pool, cutoffs, names,
             shown = _in_top(above, n, k)
             if shown == 0:
                 break  # groups come by descending score: the later ones are lower still
-            spread = raw_spread = power_sum = 0.0
+            spread = power_sum = 0.0
             for rank in range(above + 1, above + shown + 1):
                 spread = spread + inverse_discount[rank]
                 power_sum = power_sum + float(powers[rank])

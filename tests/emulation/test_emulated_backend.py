@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+import gpu_model
 import gpureco
 from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
 from emulation.device import emulated_device
@@ -166,32 +167,42 @@ def test_tie_modes_equal_the_cpu(monkeypatch, ties):
     assert not np.array_equal(first["NDCG@10"], out["cpu"]["NDCG@10"], equal_nan=True)  # the rule matters here
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dtype):
+@pytest.mark.parametrize("dtype, tf32", [(np.float32, False), (np.float64, False), (np.float32, True)])
+def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dtype, tf32):
     """Emulation cannot round as cuBLAS does; instead every score tile is perturbed by random
     amounts up to the bound that the backend assumes of cuBLAS (score_tolerance, before its
-    doubling for safety), extremes included. Ranks, metrics and top-K lists stay the CPU's;
-    a perturbation 10 times larger does move them (the kernels do see it: with integer factors
-    every tie lies at the edge of the band that the kernels settle with the defined score)."""
+    doubling for safety), extremes included; with tf32, the bound of the TF32 split (the tile's
+    second GEMM, hi*hi added to the correction, is perturbed). Ranks, metrics and top-K lists
+    stay the CPU's; a perturbation 10 times larger does move them (the kernels do see it: with
+    integer factors every tie lies at the edge of the band that the kernels settle with the
+    defined score)."""
     X_train, X_test, A, B, bias = problem(10, n_users=10, dtype=dtype, integer=True)  # ties: all near the bound
     item_abs_max, bias_abs_max = _scores.magnitudes(B, bias)
     rng = np.random.default_rng(11)
     scale = [1.0]
 
-    def perturbed_matmul(a, b, out):
-        np.matmul(a, b, out=out)
-        bound = _scores.score_tolerance(a, item_abs_max, bias_abs_max, out.dtype) / 2  # per user
+    def perturb(a, out):
+        bound = _scores.score_tolerance(a, item_abs_max, bias_abs_max, out.dtype, tf32) / 2  # per user
         r = rng.uniform(-1, 1, size=out.shape)
         r[rng.random(out.shape) < 0.3] = 1.0
         r[rng.random(out.shape) < 0.3] = -1.0
         out[...] = (out + scale[0] * bound[:, None] * r).astype(out.dtype)
         return out
-    kw = dict(k=10, item_biases=bias)
+
+    def perturbed_matmul(a, b, out):
+        assert not tf32
+        return perturb(a, np.matmul(a, b, out=out))
+
+    def perturbed_gemm_tf32(a, b, out, accumulate):  # a: the users' hi parts at the second GEMM (|hi| <= |A|)
+        gpu_model.gemm_tf32(a, b, out, accumulate)
+        return perturb(a, out) if accumulate else out
+    kw = dict(k=10, item_biases=bias, tf32=tf32)
     with emulated_device(monkeypatch, schedule="shuffle", seed=3) as cupy:
         monkeypatch.setattr(cupy, "matmul", perturbed_matmul)
+        cupy.gemm_tf32 = perturbed_gemm_tf32
         cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, **kw)
         assert_identical(cpu, gpu)
-        _both_top_k(A, B, 10, X_train=X_train, item_biases=bias)
+        _both_top_k(A, B, 10, X_train=X_train, item_biases=bias, tf32=tf32)
         scale[0] = 10.0
         cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, **kw)
         assert any(not np.array_equal(cpu[name], gpu[name], equal_nan=True) for name in cpu)
