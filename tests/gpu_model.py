@@ -262,7 +262,7 @@ def gemm_tf32(a, b, out, accumulate):
     """_backend.gemm_tf32 on the model: the TF32 products exactly (as tensor cores make them),
     summed in float64 and rounded once; inputs that are not TF32 numbers are refused, as
     tensor cores would silently cut them."""
-    assert a.dtype == b.dtype == out.dtype == np.float32 and out.flags.c_contiguous
+    assert a.dtype == b.dtype == out.dtype == np.float32 and a.strides[1] == b.strides[1] == out.strides[1] == 4
     if not (is_tf32(a) and is_tf32(b)):
         raise AssertionError("gemm_tf32: an input is not made of TF32 numbers (split_tf32 not applied)")
     product = a.astype(np.float64) @ b.astype(np.float64).T

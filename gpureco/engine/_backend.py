@@ -168,7 +168,7 @@ def array_module(*arrays):
 
 def gemm_tf32(a, b, out, accumulate):
     """out = a @ b.T (+ out when `accumulate`) on TF32 tensor cores: float32 arrays on the
-    device, a (m, k) and b (n, k) row-major with any row stride, out (m, n) C-contiguous.
+    device, a (m, k), b (n, k) and out (m, n) row-major with any row stride.
     cuBLAS's GEMM with beta = 1 (the only way to add to a product without another pass over
     out); CuPy's matmul has no beta. The inputs must already be TF32 numbers (_scores.split_tf32)."""
     from cupy.cuda import device
@@ -179,7 +179,7 @@ def gemm_tf32(a, b, out, accumulate):
     # row-major out (m, n) is column-major (n, m): out^T = op(b^T) a^T with b read transposed
     cublas.gemmEx(device.get_cublas_handle(), getattr(cublas, "CUBLAS_OP_T", 1), getattr(cublas, "CUBLAS_OP_N", 0),
                   n, m, k, alpha.ctypes.data, b.data.ptr, _CUDA_R_32F, b.strides[0] // 4, a.data.ptr, _CUDA_R_32F,
-                  a.strides[0] // 4, beta.ctypes.data, out.data.ptr, _CUDA_R_32F, n,
+                  a.strides[0] // 4, beta.ctypes.data, out.data.ptr, _CUDA_R_32F, out.strides[0] // 4,
                   getattr(cublas, "CUBLAS_COMPUTE_32F_FAST_TF32", 77), getattr(cublas, "CUBLAS_GEMM_DEFAULT_TENSOR_OP", 99))
     return out
 

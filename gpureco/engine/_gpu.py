@@ -97,8 +97,8 @@ class FactorScores:
         return 8 * self.n_factors * (2 if self.tf32 else 1)
 
     def fixed_bytes(self, n_items):
-        """Workspace besides the batch's: the parts of a tile of n_items items."""
-        return 8 * self.n_factors * n_items if self.tf32 else 0
+        """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS)."""
+        return 8 * self.n_factors * min(n_items, TILE_ITEMS) if self.tf32 else 0
 
     def tolerance(self, users, user_rows):
         """Per user, the bound on |cuBLAS score - defined score| (user_rows: self.user_rows(users))."""
@@ -117,15 +117,17 @@ class FactorScores:
             if self._user_parts[0] is not user_rows:
                 parts = cp.empty((user_rows.shape[0], 2 * f), dtype=cp.float32)
                 self._user_parts = (user_rows, split_tf32(cp, user_rows, parts))
-            if self._item_parts is None or self._item_parts.shape[0] < n * 2 * f:
-                self._item_parts = cp.empty(n * 2 * f, dtype=cp.float32)
             users = self._user_parts[1]  # [hi | lo]
-            items = split_tf32(cp, self.B[begin: begin + n], self._item_parts[: n * 2 * f].reshape(n, 2 * f),
-                               lo_first=True)  # [lo | hi]
-            # the small terms first: whether cuBLAS starts its sum from them or adds them at the end,
-            # each rounding of the main sum is within the bound (score_tolerance)
-            _backend.gemm_tf32(users, items, scores, accumulate=False)  # hi * lo + lo * hi
-            _backend.gemm_tf32(users[:, :f], items[:, f:], scores, accumulate=True)  # + hi * hi
+            if self._item_parts is None or self._item_parts.shape[0] < min(n, TILE_ITEMS) * 2 * f:
+                self._item_parts = cp.empty(min(n, TILE_ITEMS) * 2 * f, dtype=cp.float32)
+            for c0 in range(0, n, TILE_ITEMS):  # (more than a tile only on top_k's full-row path)
+                c1 = min(n, c0 + TILE_ITEMS)
+                part = self._item_parts[: (c1 - c0) * 2 * f].reshape(c1 - c0, 2 * f)
+                items = split_tf32(cp, self.B[begin + c0: begin + c1], part, lo_first=True)  # [lo | hi]
+                # the small terms first: whether cuBLAS starts its sum from them or adds them at the
+                # end, each rounding of the main sum is within the bound (score_tolerance)
+                _backend.gemm_tf32(users, items, scores[:, c0:c1], accumulate=False)  # hi * lo + lo * hi
+                _backend.gemm_tf32(users[:, :f], items[:, f:], scores[:, c0:c1], accumulate=True)  # + hi * hi
         else:
             with _backend.float32_compute():  # never TF32 (CUPY_TF32 notwithstanding)
                 cp.matmul(user_rows, self.B[begin: begin + n].T, out=scores)

@@ -147,6 +147,7 @@ def test_tf32_mode_gives_the_cpus_numbers_on_the_model(monkeypatch, rng):
             gpu = gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device="gpu", tf32=True)
             np.testing.assert_array_equal(gpu[0], cpu[0])
             np.testing.assert_array_equal(gpu[1], cpu[1])
+    assert max(b[0] for _, b, _ in calls) == 128  # the full row's 300 items in tiles: its parts stay a tile's
 
 
 def test_tf32_mode_counts_the_parts_in_the_workspace(monkeypatch, rng):
