@@ -14,7 +14,10 @@ GPU memory, each timed after a warm-up run, with the device synchronised:
 
 It also reports gpureco's peak device memory beyond the inputs (a CuPy memory hook over
 the pool's allocations) and checks that the pipelines' P@K and ROC-AUC agree with
-gpureco's; with torch, the kernel times of one gpureco call (torch.profiler). Figures,
+gpureco's; with torch, the kernel times of one gpureco call (torch.profiler); and gpureco in
+FP32 and TF32 at other tile shapes (--tile-shapes: items per tile x users per batch, down
+to 32 MB score tiles that can stay in L2 between the GEMM and the counting), whose numbers
+must be the default's. Figures,
 device, commit and command go to <out>/gpu_<date>.json and .md.
 
     python benchmarks/bench_gpu.py                 # the full problem, about a minute
@@ -144,6 +147,31 @@ def cupy_pipeline(cp, A, B, X_train, X_test, k, batch):
     return cp.concatenate(out_p).get(), cp.concatenate(out_auc).get()
 
 
+def tile_shapes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
+    """{"items x users": {tile_mb, fp32, tf32, identical}} for each of --tile-shapes."""
+    out = {}
+    default_tile = _gpu.TILE_ITEMS
+    for shape in filter(None, args.tile_shapes.split(",")):
+        items, users = shape.split(":")
+        batch = None if users == "auto" else int(users)
+        _gpu.TILE_ITEMS = int(items)
+        try:
+            times = {}
+            for tf32 in (False, True):
+                times[tf32], got = best(lambda: gpureco.calc_reco_metrics(
+                    X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=tf32,
+                    batch_size=batch))
+                same = all(bool(cp.array_equal(reference[name], got[name], equal_nan=True)) for name in reference)
+                times[f"same{tf32}"] = same
+        finally:
+            _gpu.TILE_ITEMS = default_tile
+        rows = batch or _gpu.DEFAULT_MAX_MEMORY // (min(args.items, int(items)) * 4)
+        out[f"{items} x {users}"] = dict(tile_mb=min(args.items, int(items)) * min(rows, args.users) * 4 / 2**20,
+                                         fp32=times[False], tf32=times[True],
+                                         identical=times["sameFalse"] and times["sameTrue"])
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=10_000)
@@ -152,6 +180,10 @@ def main(argv=None):
     parser.add_argument("-k", type=int, default=100)
     parser.add_argument("--pipeline-batch", type=int, default=500, help="users per batch of the pipelines")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (the best is reported)")
+    parser.add_argument("--tile-shapes", default="65536:auto,16384:512,8192:1024,4096:2048",
+                        help="items per score tile : users per batch (auto: as max_memory allows), each timed in "
+                             "FP32 and TF32 and checked against the default's numbers; 32 MB tiles stay in an "
+                             "H100's 50 MB L2 between the GEMM and the counting ('' to skip)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args(argv)
     status = gpureco.gpu_available()
@@ -184,6 +216,7 @@ def main(argv=None):
         X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=True))
     tf32_identical = all(bool(cp.array_equal(ours[name], ours_tf32[name], equal_nan=True)) for name in ours)
     from gpureco.engine import _gpu
+    shapes = tile_shapes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
     checks = {}
@@ -218,7 +251,7 @@ def main(argv=None):
         "seconds": rows, "gpureco_vs_gemm": rows["gpureco"] / floor,
         "speedup_vs": {name: seconds / rows["gpureco"] for name, seconds in rows.items() if "pipeline" in name},
         "gpureco_workspace_bytes": int(workspace), "agreement_with_gpureco": agreement,
-        "tf32_identical_to_fp32": tf32_identical, "kernel_ms_one_call": kernels,
+        "tf32_identical_to_fp32": tf32_identical, "kernel_ms_one_call": kernels, "tile_shapes": shapes,
         "targets": {"within 1.5x of the GEMM": rows["gpureco"] <= 1.5 * floor,
                     "150,000 users/s (FP32)": args.users / rows["gpureco"] >= 150_000,
                     "400,000 users/s (TF32), identical numbers": (args.users / rows["gpureco, tf32=True"] >= 400_000
@@ -239,6 +272,11 @@ def main(argv=None):
               f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
               f"tf32=True gives the FP32 numbers bit for bit: {tf32_identical}",
               f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
+    if shapes:
+        lines += ["", "Tile shapes (items per tile x users per batch; the score tile's size):", "",
+                  "| tile | MB | FP32 s | TF32 s | numbers as the default's |", "|---|---:|---:|---:|---|"]
+        lines += [f"| {shape} | {r['tile_mb']:.0f} | {r['fp32']:.4f} | {r['tf32']:.4f} | {r['identical']} |"
+                  for shape, r in shapes.items()]
     if kernels:
         lines += ["", "Kernel time of one gpureco call (torch.profiler, CUDA activity):", "",
                   "| kernel | ms | launches |", "|---|---:|---:|"]
