@@ -1,9 +1,10 @@
-// The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes):
-// per column f of a row-major matrix X (n_rows x n_cols), the largest finite |X[i, f]| (0
-// where none), as the bits of a double (`out`, zeroed by the caller). One read of X at memory
-// speed, in place of a reduction per chunk. A maximum does not depend on the order in which
-// it is taken, and the atomics compare the bit patterns of non-negative doubles as integers
-// (the same order), so the result is exact and the same on every run.
+// The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes,
+// max_row_norm): per column f of a row-major matrix X (n_rows x n_cols), the largest finite
+// |X[i, f]| (0 where none); and over the rows with no non-finite value, the largest sum of
+// squares (float64, in order). Each as the bits of a double (`out`, zeroed by the caller), in
+// one read of X at memory speed, in place of a reduction per chunk. A maximum does not depend
+// on the order in which it is taken, and the atomics compare the bit patterns of non-negative
+// doubles as integers (the same order), so the result is exact and the same on every run.
 #include "common.cuh"
 
 #define MAGNITUDE_THREADS 256
@@ -37,3 +38,30 @@ __device__ void abs_max_columns(const T* __restrict__ X, int64_t n_rows, int64_t
 
 ABS_MAX_COLUMNS(f32, float)
 ABS_MAX_COLUMNS(f64, double)
+
+// max over the rows i of X with no non-finite value of sum_f X[i, f]^2 (float64, in order f =
+// 0 .. n_cols - 1; infinite if it overflows): one thread a row, a grid-stride loop
+template <typename T>
+__device__ void max_row_norm_sq(const T* __restrict__ X, int64_t n_rows, int64_t n_cols, uint64_t* __restrict__ out) {
+    double mx = 0.0;
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += (int64_t)gridDim.x * blockDim.x) {
+        double acc = 0.0;
+        bool finite = true;
+        for (int64_t f = 0; f < n_cols; ++f) {
+            const double x = gr_widen(X[r * n_cols + f]);
+            finite = finite && isfinite(x);
+            acc = gr_add(acc, gr_mul(x, x));
+        }
+        if (finite) mx = fmax(mx, acc);
+    }
+    if (mx > 0.0) atomicMax((unsigned long long*)out, (unsigned long long)(gr_order_key(mx) & 0x7FFFFFFFFFFFFFFFULL));
+}
+
+#define MAX_ROW_NORM_SQ(SUFFIX, T)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) max_row_norm_sq_##SUFFIX(                  \
+        const T* X, int64_t n_rows, int64_t n_cols, uint64_t* out) {                                          \
+        max_row_norm_sq<T>(X, n_rows, n_cols, out);                                                           \
+    }
+
+MAX_ROW_NORM_SQ(f32, float)
+MAX_ROW_NORM_SQ(f64, double)

@@ -118,6 +118,18 @@ def abs_max_columns(grid, block, args):
     out[:] = np.maximum(out, top.view(np.uint64))
 
 
+def max_row_norm_sq(grid, block, args):
+    """The largest in-order float64 sum of squares of a row with no non-finite value."""
+    X, n_rows, n_cols, out = args
+    X = X.reshape(int(n_rows), int(n_cols)).astype(np.float64)
+    acc = np.zeros(X.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for f in range(X.shape[1]):
+            acc = acc + X[:, f] * X[:, f]
+    top = np.array([acc[np.isfinite(X).all(axis=1)].max(initial=0.0)])
+    out[:] = np.maximum(out, top.view(np.uint64))
+
+
 def topk_tile(grid, block, args):
     (S, ld, given, begin, n_tile, users, train_indptr, train_indices, bias, tol, k, cand_scores, cand_items, count,
      tau, overflow) = args
@@ -203,7 +215,8 @@ class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile,
-                 "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns}
+                 "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
+                 "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq}
 
     def __init__(self, code, options=()):
         self.code = code

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._cpu_ranks import pair_scores, rank_test_items, tie_keys
-from ._scores import checked_magnitudes, magnitudes, row_entries, score_tolerance, select_top_k
+from ._scores import checked_magnitudes, magnitudes, max_row_norm, row_entries, score_tolerance, select_top_k
 
 class CpuRanking:
     """Ranks, pool minimum, maximum and non-finite flag for every evaluated user (and, when
@@ -59,6 +59,7 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True, t
                                     n_items)
     # a non-finite factor or bias shows as a NaN/inf score; keep it out of the error bound
     item_abs_max, bias_abs_max, items_finite = checked_magnitudes(B, biases)
+    item_norm_max = max_row_norm(B)
     starts = range(0, users.shape[0], batch_size)
     blocks = [np.empty(0 if given else n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
               for _ in range(2 if overlap and len(starts) > 1 else 1)]
@@ -72,7 +73,8 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True, t
             else:
                 user_rows, items = np.ascontiguousarray(A[batch]), B
                 scores = score_block(user_rows, B, biases, blocks[number % len(blocks)])
-            tol = score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1] else np.zeros(batch.shape[0])
+            tol = (score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype, item_norm_max=item_norm_max)
+                   if B.shape[1] else np.zeros(batch.shape[0]))
             for job in ranking:  # the batch before: its block is free again
                 job.result()
             bounds = np.linspace(0, batch.shape[0], min(nthreads, batch.shape[0]) + 1).astype(np.int64)
@@ -109,6 +111,7 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
     n_items = train.shape[1]
     A, B, biases, has_bias = _model(A, B, biases, train.shape[0], n_items)
     item_abs_max, bias_abs_max = magnitudes(B, biases)
+    item_norm_max = max_row_norm(B)
     out_items = np.full((users.shape[0], k), -1, dtype=np.int64)
     out_scores = np.full((users.shape[0], k), np.nan)
     block = np.empty(n_items * min(batch_size, max(1, users.shape[0])), dtype=B.dtype)
@@ -121,8 +124,8 @@ def top_k(train, users, A, B, biases, k, seed, noise, batch_size):
         trained[local, train.indices[entry]] = True
         unsure = ~np.isfinite(rows) & ~trained  # the filter overflowed (or inf - inf): always a candidate
         known = np.where(trained | unsure, -np.inf, rows)
-        tol = (score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype) if B.shape[1]
-               else np.zeros(batch.shape[0]))
+        tol = (score_tolerance(user_rows, item_abs_max, bias_abs_max, B.dtype, item_norm_max=item_norm_max)
+               if B.shape[1] else np.zeros(batch.shape[0]))
         if k <= n_items:  # at least k items score >= kth - tol by the definition: a top-k item does too
             kth = -np.partition(-known, k - 1, axis=1)[:, k - 1]
         else:

@@ -85,6 +85,7 @@ class FactorScores:
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
+            self.item_norm_max = max_row_norm(B)
         self.given = B is None  # a non-personalised model: the biases are the scores
         self._user_parts = (None, None)  # (user_rows, their split_tf32 parts [hi | lo])
         self._item_parts = None  # a buffer for a tile's parts [lo | hi]
@@ -104,7 +105,8 @@ class FactorScores:
         """Per user, the bound on |cuBLAS score - defined score| (user_rows: self.user_rows(users))."""
         if self.given:
             return _backend.cupy().zeros(users.shape[0])
-        return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32)
+        return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32,
+                               self.item_norm_max)
 
     def tile(self, user_rows, begin, n, buffer):
         """(scores, leading dimension, given) for items begin .. begin + n of the batch."""
@@ -161,6 +163,19 @@ def abs_max_columns(X):
             (blocks,), (MAGNITUDE_THREADS,), (X, np.int64(X.shape[0]), np.int64(X.shape[1]), np.int64(rows_per_block),
                                               out))
     return out.view(cp.float64)
+
+
+def max_row_norm(X):
+    """_scores.max_row_norm on the device (0-d float64): the sum of squares in order, one
+    thread a row, in one pass of kernels/magnitudes.cu, no host synchronisation."""
+    cp = _backend.cupy()
+    out = cp.zeros(1, dtype=cp.uint64)
+    if X.shape[0] and X.shape[1]:
+        suffix = "f32" if X.dtype == np.float32 else "f64"
+        blocks = int(min(4096, (X.shape[0] + MAGNITUDE_THREADS - 1) // MAGNITUDE_THREADS))
+        kernel("magnitudes", f"max_row_norm_sq_{suffix}")(
+            (blocks,), (MAGNITUDE_THREADS,), (X, np.int64(X.shape[0]), np.int64(X.shape[1]), out))
+    return cp.sqrt(out.view(cp.float64)[0])
 
 
 def _pair_scores(scorer, users, items, seed, noise, compute_scores):

@@ -69,7 +69,8 @@ def test_calc_reco_metrics_equals_the_cpu(monkeypatch, case):
     assert_identical(cpu, gpu)
     assert np.isfinite(cpu["NDCG@K"]).sum() >= 8
     kernels = {name[:-4] for name, _, _ in cupy.launches}
-    assert kernels == {"rank_tile", "pair_scores"} | ({"pool_stats", "abs_max_columns"} if A is not None else set())
+    assert kernels == {"rank_tile", "pair_scores"} | ({"pool_stats", "abs_max_columns", "max_row_norm_sq"}
+                                                     if A is not None else set())
     assert ("rank_tile", (13, 2), (256,)) in [(n[:-4], g, b) for n, g, b in cupy.launches]  # 2 spans
 
 
@@ -178,11 +179,12 @@ def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dty
     defined score)."""
     X_train, X_test, A, B, bias = problem(10, n_users=10, dtype=dtype, integer=True)  # ties: all near the bound
     item_abs_max, bias_abs_max = _scores.magnitudes(B, bias)
+    item_norm_max = _scores.max_row_norm(B)
     rng = np.random.default_rng(11)
     scale = [1.0]
 
     def perturb(a, out):
-        bound = _scores.score_tolerance(a, item_abs_max, bias_abs_max, out.dtype, tf32) / 2  # per user
+        bound = _scores.score_tolerance(a, item_abs_max, bias_abs_max, out.dtype, tf32, item_norm_max) / 2  # per user
         r = rng.uniform(-1, 1, size=out.shape)
         r[rng.random(out.shape) < 0.3] = 1.0
         r[rng.random(out.shape) < 0.3] = -1.0

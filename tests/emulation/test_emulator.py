@@ -3,6 +3,7 @@
 violations it must report), then the real kernels of kernels/*.cu against their NumPy
 restatement in tests/gpu_model.py under several schedules, and seeded bugs in copies of the
 kernels, which must be caught."""
+import math
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ import gpu_model
 from emulation.emulator import EmulationError, RawModule, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
-from gpureco.engine._scores import magnitudes, order_key, score_tolerance
+from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
 
@@ -676,6 +677,37 @@ def test_abs_max_columns_equals_magnitudes(real, dtype, n_rows, n_cols, rows_per
         got = run(real["magnitudes"].get_function(f"abs_max_columns_{suffix}"), launches, (out,), schedule=schedule,
                   block_order=block_order, seed=seed)[0]
         np.testing.assert_array_equal(got.view(np.float64), want, err_msg=schedule)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_rows, n_cols, blocks", [(1000, 5, 2), (300, 64, 1), (50, 3, 4), (7, 1, 1)])
+def test_max_row_norm_sq_equals_the_model_and_bounds_the_norms(real, dtype, n_rows, n_cols, blocks):
+    """kernels/magnitudes.cu's largest row norm (as _gpu.max_row_norm launches it: a grid-stride
+    loop, here over more rows than threads) equals the NumPy model, in-order sums, exactly: rows
+    with a NaN or an infinity left out (the largest rows are made so here), subnormals not
+    flushed. Its square root, and the CPU's max_row_norm, bound every finite row's norm."""
+    rng = np.random.default_rng(n_rows + n_cols)
+    X = (rng.standard_normal((n_rows, n_cols)) * 10.0 ** rng.integers(-3, 4, size=(n_rows, n_cols))).astype(dtype)
+    big = np.argsort(-np.abs(X.astype(np.float64)).max(axis=1))[:3]
+    X[big[0], 0], X[big[1], -1], X[big[2], 0] = np.nan, np.inf, -np.inf
+    X[-1] = np.finfo(dtype).smallest_subnormal * rng.integers(1, 9, size=n_cols)
+    suffix = "f32" if dtype == np.float32 else "f64"
+    out = np.zeros(1, dtype=np.uint64)
+    launches = [((blocks,), (256,), (X, np.int64(n_rows), np.int64(n_cols), out))]
+    want = run(gpu_model.max_row_norm_sq, launches, (out,))[0].view(np.float64)[0]
+    finite = np.isfinite(X).all(axis=1)
+    exact = max(math.fsum(float(x) ** 2 for x in row) for row in X[finite].astype(np.float64))
+    assert abs(want - exact) <= 1e-12 * exact and want > 0
+    assert max_row_norm(X) ** 2 >= exact * (1 - 1e-12)
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["magnitudes"].get_function(f"max_row_norm_sq_{suffix}"), launches, (out,), schedule=schedule,
+                  block_order=block_order, seed=seed)[0]
+        assert got.view(np.float64)[0] == want, schedule
+    zero = np.zeros(1, dtype=np.uint64)
+    tiny = np.full((3, 2), np.finfo(dtype).smallest_subnormal, dtype=dtype)
+    got = run(real["magnitudes"].get_function(f"max_row_norm_sq_{suffix}"),
+              [((1,), (256,), (tiny, np.int64(3), np.int64(2), zero))], (zero,))[0]
+    assert got.view(np.float64)[0] == 2 * float(np.finfo(dtype).smallest_subnormal) ** 2  # not flushed to 0
 
 
 TOPK_CASES = {

@@ -35,7 +35,7 @@ def test_kernel_compiles_with_nvcc(tmp_path, source, arch):
 
 NVRTC, NVRTC_MISSING = nvrtc.library()
 ENTRIES = {"rank_tile": ("rank_tile",), "topk_tile": ("topk_tile",), "exact_scores": ("pair_scores", "pool_stats"),
-           "magnitudes": ("abs_max_columns",)}
+           "magnitudes": ("abs_max_columns", "max_row_norm_sq")}
 
 
 @pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")

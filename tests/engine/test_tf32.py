@@ -71,7 +71,7 @@ def worst_ratio(A, B, bias, **kw):
     users, items = np.repeat(np.arange(A.shape[0]), B.shape[0]), np.tile(np.arange(B.shape[0]), A.shape[0])
     defined = _defined(users, items, A, B, A.shape[1], bias).reshape(fast.shape)
     item_abs_max, bias_abs_max = _scores.magnitudes(B, bias if bias is not None else np.zeros(0))
-    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, tf32=True) / 2
+    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True, _scores.max_row_norm(B)) / 2
     return (np.abs(fast - defined) / bound[:, None]).max()
 
 

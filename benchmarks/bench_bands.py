@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""How many pool items the filter cannot settle: the share of (user, pool item) pairs whose
+score lies within the filter's error bound of one of the user's test items' scores. Those
+pairs need the defined score (F float64 products, and a read of the item's factors); the
+rest are settled by one compare. It depends on the bound and the data, not on the device,
+so it is measured here on the CPU, for each bound gpureco has used:
+
+- FP32: gamma_(F+2) float32 units times sum_f |a_f| max_j |b_jf|, and the same scale with
+  Cauchy-Schwarz (||a|| max_j ||b_j||) where smaller;
+- TF32 before the split (commit 240cd19): about 2**-9 of the scale, TF32 inputs;
+- TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms.
+
+The problem is bench_gpu's (bench_cpu.make_problem: N(0, 1) factors, about 10 test items a
+user), on --sample users. Writes <out>/bands_<date>.json and .md.
+
+    python benchmarks/bench_bands.py
+"""
+import argparse
+import datetime as dt
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cpu import git_commit, make_problem, write_results  # noqa: E402
+
+from gpureco.engine import _scores  # noqa: E402
+
+
+def share_in_bands(A, B, X_test, users, tol):
+    """Mean over `users` of the share of items whose exact score is within tol of a test score."""
+    shares = []
+    for u in users:
+        s = A[u].astype(np.float64) @ B.T.astype(np.float64)
+        t = np.sort(s[X_test[[u]].indices])
+        shares.append(np.mean(np.searchsorted(t, s + tol[u], side="right") > np.searchsorted(t, s - tol[u])))
+    return float(np.mean(shares))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--factors", type=int, default=128)
+    parser.add_argument("--sample", type=int, default=20, help="users measured")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    args = parser.parse_args(argv)
+    _, X_test, A, B = make_problem(args.users, args.items, args.factors)
+    users = np.linspace(0, args.users - 1, args.sample).astype(int)
+    item_abs_max, bias_abs_max = _scores.magnitudes(B, np.zeros(0))
+    norm = _scores.max_row_norm(B)
+    f = args.factors
+    old_gamma = ((1 + 2.0**-10) ** 2 * (1 + _scores._gamma(f + 2, 2.0**-24)) - 1 + _scores._gamma(f + 2, 2.0**-53))
+    old_tf32 = 2 * (old_gamma * (np.abs(A.astype(np.float64)) @ item_abs_max) + (f + 2) * float(np.finfo(np.float32).tiny))
+    bounds = {
+        "FP32": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32),
+        "FP32, norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, item_norm_max=norm),
+        "TF32 before the split": old_tf32,
+        "TF32 split": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True),
+        "TF32 split, norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True, norm),
+    }
+    rows = {name: dict(median_tol=float(np.median(tol)), share=share_in_bands(A, B, X_test, users, tol))
+            for name, tol in bounds.items()}
+    info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
+            "problem": dict(users=args.users, items=args.items, factors=f, sample=args.sample,
+                            test_items_per_user=X_test.nnz / args.users), "bounds": rows}
+    lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
+             f"`python benchmarks/bench_bands.py` defaults: {args.items:,} items x {f} N(0, 1) factors, "
+             f"{X_test.nnz / args.users:.1f} test items a user, {args.sample} users measured. Each such item "
+             "costs a defined score (F float64 products and a read of its factors); the others one compare.", "",
+             "| bound | median tol | pool items in a band |", "|---|---:|---:|"]
+    lines += [f"| {name} | {r['median_tol']:.3g} | {100 * r['share']:.3f}% |" for name, r in rows.items()]
+    print("\n".join(lines))
+    write_results(args.out, f"bands_{info['date']}", info, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
