@@ -70,9 +70,9 @@ class FactorScores:
 
     With `tf32` (float32 factors), a tile is (hi*lo + lo*hi) + hi*hi of split_tf32's parts on
     tensor cores: two GEMMs of inner sizes 2F and F, the second adding to the first, as
-    accurate as a float32 GEMM to within a few units (score_tolerance) at about three times
-    fewer cycles on an H100. The parts of the batch's users are made once per batch, those of
-    the items once per tile."""
+    accurate as a float32 GEMM to within a few units (score_tolerance): three times the
+    multiply-adds at up to 7 times the throughput on an H100 (not yet measured). The parts of
+    the batch's users are made once per batch, those of the items once per tile."""
 
     def __init__(self, A, B, biases, tf32=False):
         cp = _backend.cupy()
