@@ -156,19 +156,18 @@ def tile_shapes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
         batch = None if users == "auto" else int(users)
         _gpu.TILE_ITEMS = int(items)
         try:
-            times = {}
+            times, identical = {}, True
             for tf32 in (False, True):
                 times[tf32], got = best(lambda: gpureco.calc_reco_metrics(
                     X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=tf32,
                     batch_size=batch))
-                same = all(bool(cp.array_equal(reference[name], got[name], equal_nan=True)) for name in reference)
-                times[f"same{tf32}"] = same
+                identical &= all(bool(cp.array_equal(reference[name], got[name], equal_nan=True))
+                                 for name in reference)
         finally:
             _gpu.TILE_ITEMS = default_tile
         rows = batch or _gpu.DEFAULT_MAX_MEMORY // (min(args.items, int(items)) * 4)
         out[f"{items} x {users}"] = dict(tile_mb=min(args.items, int(items)) * min(rows, args.users) * 4 / 2**20,
-                                         fp32=times[False], tf32=times[True],
-                                         identical=times["sameFalse"] and times["sameTrue"])
+                                         fp32=times[False], tf32=times[True], identical=identical)
     return out
 
 

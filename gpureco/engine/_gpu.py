@@ -120,8 +120,9 @@ class FactorScores:
                 parts = cp.empty((user_rows.shape[0], 2 * f), dtype=cp.float32)
                 self._user_parts = (user_rows, split_tf32(cp, user_rows, parts))
             users = self._user_parts[1]  # [hi | lo]
-            if self._item_parts is None or self._item_parts.shape[0] < min(n, TILE_ITEMS) * 2 * f:
-                self._item_parts = cp.empty(min(n, TILE_ITEMS) * 2 * f, dtype=cp.float32)
+            size = self.fixed_bytes(n) // 4  # floats of a tile's parts
+            if self._item_parts is None or self._item_parts.shape[0] < size:
+                self._item_parts = cp.empty(size, dtype=cp.float32)
             for c0 in range(0, n, TILE_ITEMS):  # (more than a tile only on top_k's full-row path)
                 c1 = min(n, c0 + TILE_ITEMS)
                 part = self._item_parts[: (c1 - c0) * 2 * f].reshape(c1 - c0, 2 * f)
@@ -282,8 +283,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
     per_user = scorer.bytes_per_user() + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
-    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory - scorer.fixed_bytes(min(n_items, TILE_ITEMS)),
-                       batch_size)  # given: whole rows
+    # given scores: whole rows
+    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory - scorer.fixed_bytes(n_items), batch_size)
     users_d = cp.asarray(users)
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
@@ -376,7 +377,7 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     kernel_path = k <= TOPK_MAX_K
     if kernel_path:
         rows = _batch_size(n_items, scorer.itemsize(), 12 * TOPK_CAPACITY + 64 + scorer.bytes_per_user(),
-                           max_memory - scorer.fixed_bytes(min(n_items, TILE_ITEMS)), batch_size)
+                           max_memory - scorer.fixed_bytes(n_items), batch_size)
     else:  # whole rows, several times over (copy, masks, sort)
         rows = batch_size or max(1, int((max_memory - scorer.fixed_bytes(n_items))
                                         // (n_items * (scorer.itemsize() + 40) + scorer.bytes_per_user())))
