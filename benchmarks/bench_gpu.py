@@ -5,8 +5,9 @@ One generated problem (default: 10,000 users x 1,000,000 items x 128 factors, fl
 K=100, all ten metrics; training and test items as in bench_cpu.make_problem), factors in
 GPU memory, each timed after a warm-up run, with the device synchronised:
 
-1. gpureco.calc_reco_metrics(device="gpu", all_metrics=True, output="cupy"), and the same
-   with tf32=True (whose numbers must equal FP32's bit for bit);
+1. gpureco.calc_reco_metrics(device="gpu", all_metrics=True, output="cupy"), the same with
+   tf32=True, and the same with the fused kernel (_gpu.FUSED: kernels/fused_rank.cu scores
+   and counts in one pass, no cuBLAS tiles), whose numbers must equal FP32's bit for bit;
 2. the floor: cupy.matmul(A[batch], B.T) for every user, in the batches gpureco would use;
 3. PyTorch: per batch S = A_b @ B.T, training items set to -inf, torch.topk for the @K
    metrics, a full torch.sort of every row for the AUC ranks (skipped if torch is missing);
@@ -215,6 +216,13 @@ def main(argv=None):
         X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=True))
     tf32_identical = all(bool(cp.array_equal(ours[name], ours_tf32[name], equal_nan=True)) for name in ours)
     from gpureco.engine import _gpu
+    _gpu.FUSED = True
+    try:
+        rows["gpureco, fused kernel"], ours_fused = best(run_gpureco)
+        fused_workspace = peak_memory(cp, run_gpureco)
+    finally:
+        _gpu.FUSED = False
+    fused_identical = all(bool(cp.array_equal(ours[name], ours_fused[name], equal_nan=True)) for name in ours)
     shapes = tile_shapes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
@@ -235,12 +243,16 @@ def main(argv=None):
                        "ROC_AUC max abs diff": float(np.nanmax(np.abs(auc - ours_auc)))}
                  for lib, (p, auc) in checks.items()}
 
-    kernels = None
+    kernels = fused_kernels = None
     if torch is not None and torch.cuda.is_available():
         try:
             kernels = kernel_times(torch, run_gpureco)
+            _gpu.FUSED = True
+            fused_kernels = kernel_times(torch, run_gpureco)
         except Exception as error:  # a profiler that differs from torch 2.x's: the timings above still stand
             print(f"bench_gpu: no kernel times ({type(error).__name__}: {error})", file=sys.stderr)
+        finally:
+            _gpu.FUSED = False
     floor = rows["cuBLAS A.B^T alone"]
     info = {
         "date": dt.date.today().isoformat(), "device": device, "commit": git_commit(),
@@ -251,8 +263,12 @@ def main(argv=None):
         "speedup_vs": {name: seconds / rows["gpureco"] for name, seconds in rows.items() if "pipeline" in name},
         "gpureco_workspace_bytes": int(workspace), "agreement_with_gpureco": agreement,
         "tf32_identical_to_fp32": tf32_identical, "kernel_ms_one_call": kernels, "tile_shapes": shapes,
+        "fused_identical_to_fp32": fused_identical, "fused_workspace_bytes": int(fused_workspace),
+        "fused_kernel_ms_one_call": fused_kernels,
         "targets": {"within 1.5x of the GEMM": rows["gpureco"] <= 1.5 * floor,
                     "150,000 users/s (FP32)": args.users / rows["gpureco"] >= 150_000,
+                    "150,000 users/s (FP32, fused kernel), identical numbers": (
+                        args.users / rows["gpureco, fused kernel"] >= 150_000 and fused_identical),
                     "400,000 users/s (TF32), identical numbers": (args.users / rows["gpureco, tf32=True"] >= 400_000
                                                                   and tf32_identical),
                     "TF32 not slower than FP32": rows["gpureco, tf32=True"] <= rows["gpureco"],
@@ -270,16 +286,19 @@ def main(argv=None):
     lines += ["", f"gpureco / GEMM alone: {info['gpureco_vs_gemm']:.2f} (target <= 1.5)",
               f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
               f"tf32=True gives the FP32 numbers bit for bit: {tf32_identical}",
+              f"The fused kernel gives the FP32 numbers bit for bit: {fused_identical}; its peak workspace "
+              f"{fused_workspace / 2**30:.2f} GiB",
               f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
     if shapes:
         lines += ["", "Tile shapes (items per tile x users per batch; the score tile's size):", "",
                   "| tile | MB | FP32 s | TF32 s | numbers as the default's |", "|---|---:|---:|---:|---|"]
         lines += [f"| {shape} | {r['tile_mb']:.0f} | {r['fp32']:.4f} | {r['tf32']:.4f} | {r['identical']} |"
                   for shape, r in shapes.items()]
-    if kernels:
-        lines += ["", "Kernel time of one gpureco call (torch.profiler, CUDA activity):", "",
-                  "| kernel | ms | launches |", "|---|---:|---:|"]
-        lines += [f"| {name} | {ms:.2f} | {count} |" for name, (ms, count) in kernels.items()]
+    for what, table in (("", kernels), (" with the fused kernel", fused_kernels)):
+        if table:
+            lines += ["", f"Kernel time of one gpureco call{what} (torch.profiler, CUDA activity):", "",
+                      "| kernel | ms | launches |", "|---|---:|---:|"]
+            lines += [f"| {name} | {ms:.2f} | {count} |" for name, (ms, count) in table.items()]
     print("\n".join(lines))
     write_results(args.out, f"gpu_{info['date']}", info, "\n".join(lines))
 

@@ -16,6 +16,12 @@ typedef unsigned int uint32_t;
 
 #define GR_HD __host__ __device__ __forceinline__
 
+#ifdef __CUDA_ARCH__
+#define GR_NOINLINE __noinline__  // a rarely taken call kept out of an unrolled loop
+#else
+#define GR_NOINLINE
+#endif
+
 // splitmix64 finaliser (gpureco_mix64 in _cpu_ranks.pyx)
 GR_HD uint64_t gr_mix64(uint64_t x) {
     x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ULL;
@@ -41,6 +47,18 @@ GR_HD double gr_add(double x, double y) { return __dadd_rn(x, y); }
 GR_HD double gr_mul(double x, double y) { volatile double p = x * y; return p; }
 GR_HD double gr_add(double x, double y) { volatile double s = x + y; return s; }
 #endif
+
+// a * b + c rounded once, never flushed to zero (CuPy compiles with -ftz=true): the same
+// float on the device and on the host.
+GR_HD float gr_fmaf(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
+    return r;
+#else
+    return fmaf(a, b, c);
+#endif
+}
 
 // float -> double exactly, subnormals included: CuPy compiles with -ftz=true, which would
 // flush them in a plain conversion (cvt.ftz.f64.f32), unlike the CPU engine.

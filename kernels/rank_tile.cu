@@ -15,7 +15,7 @@
 // band. Only an item inside a band goes to the defined score, and not at once: each warp
 // queues such items and scores them 32 at a time, one per lane, so that one lane's F
 // products in float64 do not hold up the other 31 lanes of its warp.
-#include "common.cuh"
+#include "bands.cuh"
 
 #define RANK_THREADS 256
 #ifndef RANK_SPAN
@@ -23,37 +23,6 @@
 #endif
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
 #define RANK_QUEUE 64  // per warp: pool items waiting for their defined score (2 rounds of 32)
-
-// The test items' bands [low(i), high(i)] (gr_band), from shared memory or computed from the
-// defined scores in global memory; both are non-increasing in i, as the scores are.
-template <typename T>
-struct Bands {
-    const T* lo;
-    const T* hi;
-    const double* scores;
-    double tol;
-    __device__ __forceinline__ T low(int64_t i) const {
-        if (lo) return lo[i];
-        T l, h;
-        gr_band(scores[i], tol, &l, &h);
-        return l;
-    }
-    __device__ __forceinline__ T high(int64_t i) const {
-        if (hi) return hi[i];
-        T l, h;
-        gr_band(scores[i], tol, &l, &h);
-        return h;
-    }
-    // #{i < m : low(i) > s}: the test items surely above s
-    __device__ __forceinline__ int64_t count_above(int64_t m, T s) const {
-        int64_t a = 0, b = m;
-        while (a < b) {
-            const int64_t mid = (a + b) >> 1;
-            if (low(mid) > s) a = mid + 1; else b = mid;
-        }
-        return a;
-    }
-};
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
@@ -126,17 +95,10 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             if (!given && bias) s = s + (T)bias[first_item + j];
             mn = fmin(mn, s);
             mx = fmax(mx, s);
-            const bool finite = isfinite(s);
-            bad |= !finite;
-            if (!finite) {
-                defer = m > 0;  // the filter overflowed (inf, or inf - inf)
-            } else if (!(s < worst)) {  // below `worst` (also: no test items) it is counted nowhere
-                const int64_t c = bands.count_above(m, s);
-                if (c < m) {
-                    if (s > bands.high(c)) atomicAdd(&counts[c], 1);
-                    else defer = true;  // inside test item c's band
-                }
-            }
+            bad |= !isfinite(s);
+            const int64_t c = gr_place(bands, m, worst, s);
+            if (c >= 0) atomicAdd(&counts[c], 1);
+            defer = c == GR_DEFER;
         }
         const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
         if (defer) queue[queued + __popc(deferring & ((1u << lane) - 1u))] = (int32_t)j;

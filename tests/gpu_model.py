@@ -96,6 +96,22 @@ def rank_tile(grid, block, args):
         np.add.at(cnt, t0 + c[c < m], 1)
 
 
+def fused_rank(grid, block, args):
+    """kernels/fused_rank.cu: rank_tile over the batch's whole rows, its filter scores U B^T in
+    float32 (by BLAS here: any order within the bound); U holds the batch's factors, row b for
+    users[b]."""
+    (U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, tests_begin, test_scores, test_keys,
+     cnt, pool_min, pool_max, nonfinite, tol, seed, noise) = args
+    nb, n_factors = int(nb), int(n_factors)
+    U = U.reshape(nb, n_factors)
+    A = np.zeros((int(users.max(initial=-1)) + 1, n_factors), dtype=U.dtype)  # A[users[b]] = U[b]
+    A[users] = U
+    S = np.matmul(U, B.reshape(-1, n_factors).T)
+    rank_tile((nb,), block, (S, n_items, np.int32(0), np.int64(0), n_items, users, train_indptr, train_indices,
+                             tests_begin, test_scores, test_keys, cnt, pool_min, pool_max, nonfinite, tol, A, B,
+                             np.int64(n_factors), bias, seed, noise))
+
+
 def pair_scores_kernel(grid, block, args):
     users, items, n, A, B, n_factors, bias, seed, noise, scores, keys = args
     if not _is_null(scores):
@@ -216,7 +232,8 @@ class _Module:
                  "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
-                 "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq}
+                 "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
+                 "fused_rank_f32": fused_rank}
 
     def __init__(self, code, options=()):
         self.code = code

@@ -24,6 +24,12 @@ RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and item
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
+FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
+FUSED_SHARED_TESTS = 2048  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
+FUSED_BLOCKS, FUSED_MAX_SPAN = 1024, 1 << 23  # fused_rank's grid: about this many blocks; items of one below 2^24
+# rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set. Off:
+# proven identical under the emulation, its speed not yet measured on a GPU (bench_gpu --fused).
+FUSED = False
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
 
@@ -48,7 +54,8 @@ def kernels_hash():
 
 
 def compile_options():
-    return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}", f"-DRANK_SPAN={RANK_SPAN}")
+    return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}", f"-DRANK_SPAN={RANK_SPAN}",
+            f"-DFUSED_SHARED_TESTS={FUSED_SHARED_TESTS}")
 
 
 def kernel(file, name):
@@ -139,6 +146,10 @@ class FactorScores:
     def user_rows(self, users):
         return None if self.given else self.A[users]
 
+    def fused(self):
+        """Whether rank_users scores with kernels/fused_rank.cu (FUSED, float32 factors, no TF32)."""
+        return FUSED and not self.given and self.dtype == np.float32 and not self.tf32 and self.n_factors > 0
+
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""
         bias = self.biases if self.biases is not None else _null()
@@ -207,6 +218,9 @@ class GivenScores:
 
     def fixed_bytes(self, n_items):
         return 0
+
+    def fused(self):
+        return False
 
     def tolerance(self, users, user_rows):
         return _backend.cupy().zeros(users.shape[0])
@@ -284,7 +298,9 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
     per_user = scorer.bytes_per_user() + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
     # given scores: whole rows
-    rows = _batch_size(n_items, scorer.itemsize(), per_user, max_memory - scorer.fixed_bytes(n_items), batch_size)
+    fused = scorer.fused()  # no score tiles
+    rows = _batch_size(n_items, 0 if fused else scorer.itemsize(), per_user,
+                       max_memory - scorer.fixed_bytes(n_items), batch_size)
     users_d = cp.asarray(users)
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
@@ -314,10 +330,17 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         nonfinite = cp.zeros(nb, dtype=cp.int32)
         tol = scorer.tolerance(batch, user_rows)
         tile = min(n_items, TILE_ITEMS)
-        if nb not in buffers:
+        if fused:
+            span = fused_span(nb, n_items)
+            kernel("fused_rank", "fused_rank_f32")(
+                ((nb + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), (FUSED_THREADS,),
+                (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
+                 np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,
+                 pool_min, pool_max, nonfinite, tol, seed, noise))
+        elif nb not in buffers:
             buffers.clear()
             buffers[nb] = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
-        for item_begin in range(0, n_items, tile):
+        for item_begin in range(0, 0 if fused else n_items, tile):
             n = min(tile, n_items - item_begin)
             S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
             rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
@@ -356,6 +379,14 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
 
     batches(users.shape[0], rows, run)
     return result
+
+
+def fused_span(n_users, n_items):
+    """Items of one fused_rank block: a multiple of FUSED_ITEMS, about FUSED_BLOCKS blocks in all
+    (fewer spans, fewer passes over the users' set-up and fewer count flushes), at most FUSED_MAX_SPAN."""
+    tiles = -(-n_items // FUSED_ITEMS)
+    spans = min(tiles, max(-(-FUSED_BLOCKS // -(-n_users // FUSED_USERS)), -(-n_items // FUSED_MAX_SPAN)))
+    return -(-tiles // spans) * FUSED_ITEMS
 
 
 def _from_order_key(cp, keys):

@@ -411,16 +411,17 @@ NULL = np.uint64(0)  # gpureco's null pointer argument
 SPAN = 4096  # items of one rank_tile block here (-DRANK_SPAN): a 5,000-item tile takes two blocks per user
 
 
-def module(file, code=None, include=KERNELS, span=SPAN):
+def module(file, code=None, include=KERNELS, span=SPAN, shared_tests=_gpu.FUSED_SHARED_TESTS):
     options = tuple(f"-I{include}" if o.startswith("-I") else f"-DRANK_SPAN={span}" if o.startswith("-DRANK_SPAN=")
+                    else f"-DFUSED_SHARED_TESTS={shared_tests}" if o.startswith("-DFUSED_SHARED_TESTS=")
                     else o for o in _gpu.compile_options())  # as gpureco
-    assert f"-DRANK_SPAN={span}" in options
+    assert f"-DRANK_SPAN={span}" in options and f"-DFUSED_SHARED_TESTS={shared_tests}" in options
     return RawModule(code=code if code is not None else (KERNELS / f"{file}.cu").read_text(), options=options)
 
 
 @pytest.fixture(scope="module")
 def real():
-    files = ("rank_tile", "exact_scores", "topk_tile", "magnitudes")
+    files = ("rank_tile", "exact_scores", "topk_tile", "magnitudes", "fused_rank")
     with ThreadPoolExecutor(len(files)) as pool:
         return dict(zip(files, pool.map(module, files)))
 
@@ -488,8 +489,9 @@ class Problem:
             return self.bias[begin:], np.int64(0), np.int32(1)
         return np.matmul(self.A[batch], self.B[begin: begin + n].T), np.int64(n), np.int32(0)
 
-    def rank_launches(self, batch, tile, span=SPAN):
-        """The rank_tile launches of one batch: [(grid, block, args)], sharing their outputs."""
+    def tests(self, batch):
+        """(tests_begin, scores, keys) of the batch's test items, sorted best-first per user, and
+        the rank kernels' outputs (counts, pool minimum, maximum, non-finite flag)."""
         local, items = np.nonzero(self.test[batch])
         users = batch[local]
         scores, keys = self.defined(users, items), tie_keys(users, items.astype(np.int64), self.seed, self.noise)
@@ -498,15 +500,32 @@ class Problem:
         nb, m = batch.shape[0], items.shape[0]
         outputs = (np.zeros(m, dtype=np.int32), np.full(nb, np.iinfo(np.uint64).max, dtype=np.uint64),
                    np.zeros(nb, dtype=np.uint64), np.zeros(nb, dtype=np.int32))
+        return (tests_begin, scores[order], keys[order]), outputs
+
+    def rank_launches(self, batch, tile, span=SPAN):
+        """The rank_tile launches of one batch: [(grid, block, args)], sharing their outputs."""
+        (tests_begin, scores, keys), outputs = self.tests(batch)
+        nb = batch.shape[0]
         launches = []
         for begin in range(0, self.n_items, tile):
             n = min(tile, self.n_items - begin)
             S, ld, given = self.tile(batch, begin, n)
             launches.append(((nb, (n + span - 1) // span), (256,), (
                 S, ld, given, np.int64(begin), np.int64(n), batch, self.train_indptr, self.train_indices, tests_begin,
-                scores[order], keys[order], *outputs, self.tolerance(batch), *self.launch_args(), np.uint64(self.seed),
+                scores, keys, *outputs, self.tolerance(batch), *self.launch_args(), np.uint64(self.seed),
                 np.int32(self.noise))))
         return launches, outputs
+
+    def fused_launches(self, batch, span):
+        """The fused_rank launch of one batch (float32 factors), as _gpu.rank_users makes it."""
+        (tests_begin, scores, keys), outputs = self.tests(batch)
+        nb = batch.shape[0]
+        _, B, n_factors, bias = self.launch_args()
+        grid = (-(-nb // _gpu.FUSED_USERS), -(-self.n_items // span))
+        return [(grid, (256,), (np.ascontiguousarray(self.A[batch]), B, n_factors, bias, np.int64(self.n_items),
+                                np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices, tests_begin,
+                                scores, keys, *outputs, self.tolerance(batch), np.uint64(self.seed),
+                                np.int32(self.noise)))], outputs
 
     def topk_launches(self, batch, tile, k):
         nb = batch.shape[0]
@@ -614,6 +633,43 @@ def test_rank_tile_with_gpurecos_span_equals_the_model(dtype):
     kernel = module("rank_tile", span=_gpu.RANK_SPAN).get_function(f"rank_tile_{'f32' if dtype == np.float32 else 'f64'}")
     got = run(kernel, launches, outputs, schedule="shuffle", block_order="shuffle", seed=3)
     assert_same(got, want, "default span")
+
+
+FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
+    "two-row-blocks": (dict(seed=41, n_users=150, n_items=2000, n_factors=13, integer=True, test_density=0.005),
+                       np.arange(150), 512, 2048),
+    "noise-normal": (dict(seed=42, n_users=40, n_items=3000, n_factors=8, noise=True, test_density=0.01),
+                     np.arange(1, 40, 2), 1024, 2048),
+    "big-user-global": (dict(seed=43, n_users=9, n_factors=5, integer=True, big_user=True, bias=False),
+                        np.arange(9), 3072, 2048),
+    "global-bands": (dict(seed=44, n_users=30, n_factors=3, integer=True, noise=True), np.arange(30), 9088, 64),
+}
+
+
+@pytest.mark.parametrize("case", FUSED_CASES)
+def test_fused_rank_equals_the_model(real, case):
+    """kernels/fused_rank.cu: the model's counts (rank_tile over the batch's rows) under three
+    schedules and block orders; the pool statistics too, exactly where the scores are exact
+    (integer factors), else whether each pool is finite. Row blocks (150 users: 128 + 22),
+    spans, a last tile of 40 items, F not a multiple of the factor step, users with more test
+    items than a block holds in shared memory, or all of them in global memory."""
+    kw, batch, span, shared_tests = FUSED_CASES[case]
+    p = Problem(dtype=np.float32, **kw)
+    launches, outputs = p.fused_launches(batch.astype(np.int64), span)
+    per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
+    assert (per_block <= shared_tests).all() == (case in ("two-row-blocks", "noise-normal"))  # shared or global
+    want = run(gpu_model.fused_rank, launches, outputs)
+    assert want[0].sum() > 0
+    kernel = (real["fused_rank"] if shared_tests == _gpu.FUSED_SHARED_TESTS
+              else module("fused_rank", shared_tests=shared_tests)).get_function("fused_rank_f32")
+    exact = kw.get("integer", False)
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
+        if exact:
+            assert_same(got, want, f"{case}, {schedule}")
+        else:
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"{case}, {schedule}: counts")
+            np.testing.assert_array_equal(pool(*got[1:])[0], pool(*want[1:])[0], err_msg=f"{case}, {schedule}: bad")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -761,28 +817,57 @@ def rank_outputs(outputs):
     return [a.tolist() for a in (outputs[0], *pool(*outputs[1:]))]
 
 
-RANK_MUTANTS = {
-    "off-by-one j <= span_n": ("if (j < span_n && !(train_bits", "if (j <= span_n && !(train_bits", 1),
-    "no defined score inside a band": ("if (s > bands.high(c))", "if (true)", 1),
-    "bands from the wrong end": ("if (low(mid) > s)", "if (high(mid) > s)", 1),
-    "a round settled before the warp's queue is written": ("__syncwarp();", "", 1),
-    "the last queued item never settled": ("if (lane < queued) settle", "if (lane + 1 < queued) settle", 1),
-    "off-by-one c <= m": ("if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
-    "missing barrier after the training bitmap": ("__syncthreads();", "", 2),
-    "missing barrier after loading the test items": ("__syncthreads();", "", 1),
+RANK_MUTANTS = {  # (file, old, new, occurrence)
+    "off-by-one j <= span_n": ("rank_tile.cu", "if (j < span_n && !(train_bits", "if (j <= span_n && !(train_bits", 1),
+    "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
+    "bands from the wrong end": ("bands.cuh", "if (low(mid) > s)", "if (high(mid) > s)", 1),
+    "a round settled before the warp's queue is written": ("rank_tile.cu", "__syncwarp();", "", 1),
+    "the last queued item never settled": ("rank_tile.cu", "if (lane < queued) settle", "if (lane + 1 < queued) settle",
+                                           1),
+    "off-by-one c <= m": ("rank_tile.cu", "if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
+    "missing barrier after the training bitmap": ("rank_tile.cu", "__syncthreads();", "", 2),
+    "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
 }
 
 
 @pytest.mark.parametrize("mutant", RANK_MUTANTS)
-def test_rank_tile_mutants_are_caught(real, mutant):
+def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=21, integer=True, big_user=True, train_density=0.2)  # ties: many c == m; > 1024 tests
     launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
     want = run(gpu_model.rank_tile, launches, outputs)
     original = real["rank_tile"].get_function("rank_tile_f64")
     assert not caught(original, launches, outputs, want, rank_outputs)
-    old, new, occurrence = RANK_MUTANTS[mutant]
-    source = mutate((KERNELS / "rank_tile.cu").read_text(), old, new, occurrence)
-    assert caught(module("rank_tile", source).get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+    file, old, new, occurrence = RANK_MUTANTS[mutant]
+    for path in KERNELS.glob("*.cu*"):  # a copy of the kernels with the file mutated
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / file).write_text(mutate((KERNELS / file).read_text(), old, new, occurrence))
+    mutated = module("rank_tile", (tmp_path / "rank_tile.cu").read_text(), include=tmp_path)
+    assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+
+
+FUSED_MUTANTS = {
+    "missing barrier after a factor step": ("            if (more) store(buf ^ 1);\n            __syncthreads();",
+                                            "            if (more) store(buf ^ 1);"),
+    "missing barrier after a tile": ("        __syncthreads();  // the next tile's", "        // the next tile's"),
+    "training items not masked": ("!((train_bits[r][c >> 5] >> (c & 31)) & 1u)", "true"),
+    "the last factor step skipped": ("if (k < steps)", "if (k < steps && k0 + FUSED_STEP < n_factors)"),
+    "a tile's last item skipped": ("j0 + c < span_end && !(", "j0 + c + 1 < span_end && !("),
+    "half a warp's pool statistics": ("for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
+    "the last queued items never settled": ("if (lane < queued) settle_entry", "if (lane + 1 < queued) settle_entry"),
+    "shared counts never flushed": ("if (sh_cnt[i]) atomicAdd", "if (false) atomicAdd"),
+    "biases left out": ("if (bias) s = s + item_bias[j];", ""),
+}
+
+
+@pytest.mark.parametrize("mutant", FUSED_MUTANTS)
+def test_fused_rank_mutants_are_caught(real, mutant):
+    p = Problem(seed=45, dtype=np.float32, n_users=130, n_items=1500, n_factors=11, integer=True, train_density=0.2,
+                test_density=0.008)  # 12 test items a user: a block's in shared memory
+    launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
+    want = run(gpu_model.fused_rank, launches, outputs)
+    assert not caught(real["fused_rank"].get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
+    source = mutate((KERNELS / "fused_rank.cu").read_text(), *FUSED_MUTANTS[mutant])
+    assert caught(module("fused_rank", source).get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
 
 
 def test_topk_tile_missing_barrier_is_caught(real):

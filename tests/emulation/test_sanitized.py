@@ -1,5 +1,6 @@
 """The real kernels and the emulator built with AddressSanitizer and UBSan, run in a
-subprocess that preloads the ASan runtime: a few launches on small problems exit cleanly,
+subprocess that preloads the ASan runtime: a few launches on small problems (each kernel
+file) exit cleanly,
 and a seeded out-of-bounds read in a tiny kernel is reported (so that this test can fail)."""
 import os
 import subprocess
@@ -29,7 +30,7 @@ from emulation.test_emulator import KERNELS, Problem, assert_same, module, run, 
 from gpureco.engine import _gpu
 
 sanitized = {file: RawModule(code=(KERNELS / f"{file}.cu").read_text(), options=_gpu.compile_options(), sanitize=True)
-             for file in ("rank_tile", "exact_scores", "topk_tile")}
+             for file in ("rank_tile", "exact_scores", "topk_tile", "fused_rank")}
 for dtype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
     p = Problem(seed=31, dtype=dtype, n_items=6000, big_user=True, integer=dtype == np.float32)
     batch = np.arange(7, dtype=np.int64)
@@ -44,6 +45,11 @@ for dtype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
     launches, outputs = p.topk_launches(batch[:3], tile=4500, k=5)
     got = run(sanitized["topk_tile"].get_function(f"topk_tile_{suffix}"), launches, outputs, schedule="shuffle")
     assert topk_result(got) == topk_result(run(gpu_model.topk_tile, launches, outputs))
+for kw in (dict(n_users=130, n_items=1000, test_density=0.01), dict(n_users=9, big_user=True)):  # shared; global
+    p = Problem(seed=32, dtype=np.float32, n_factors=11, integer=True, **kw)
+    launches, outputs = p.fused_launches(np.arange(p.A.shape[0], dtype=np.int64), span=640)
+    got = run(sanitized["fused_rank"].get_function("fused_rank_f32"), launches, outputs, schedule="shuffle")
+    assert_same(got, run(gpu_model.fused_rank, launches, outputs), "fused_rank")
 print("clean")
 """
 

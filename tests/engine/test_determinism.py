@@ -128,12 +128,15 @@ def _assert_same(a, b, what):
         np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]), err_msg=f"{name}: {what}")
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["tiles", "fused"])
 @pytest.mark.parametrize("kind", _devices())
-def test_same_numbers_for_any_run_batch_and_user_order(kind, monkeypatch):
+def test_same_numbers_for_any_run_batch_and_user_order(kind, fused, monkeypatch):
     """The same call five times, batches of 1, 7, 33 and all users, the users shuffled: the GPU
-    backend's numbers equal each other and the CPU's, bit for bit."""
+    backend's numbers equal each other and the CPU's, bit for bit; with cuBLAS tiles and with
+    the fused kernel (kernels/fused_rank.cu)."""
     X_train, X_test, A, B = _problem(3)
     cpu = _metrics(X_train, X_test, A, B, "cpu")
+    monkeypatch.setattr(_gpu, "FUSED", fused)
     with _on(kind, monkeypatch):
         if kind != "gpu":
             monkeypatch.setattr(_gpu, "TILE_ITEMS", 32)  # several tiles, the last one short

@@ -1,6 +1,7 @@
 """The GPU backend against the CPU backend: identical ranks and metrics, bit for bit, for
 float64 and float32 factors alike (comparisons closer than cuBLAS's error bound are settled
-by the defined score on both), on the cases that stress the kernels. Skipped without a GPU."""
+by the defined score on both), on the cases that stress the kernels; float32 also with the
+fused kernel (_gpu.FUSED). Skipped without a GPU."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import scipy.sparse as sp
 
 import gpureco
 from conftest import assert_identical, cpu_and_gpu, needs_gpu, random_problem, to_csr
+from gpureco.engine import _gpu
 
 pytestmark = needs_gpu
 
@@ -26,9 +28,10 @@ def near_tie_problem(rng, n_users, n_items, n_factors, dtype):
     return A, B
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype, fused", [(np.float64, False), (np.float32, False), (np.float32, True)])
 @pytest.mark.parametrize("case", range(6))
-def test_identical_to_cpu_on_random_data(dtype, case):
+def test_identical_to_cpu_on_random_data(dtype, fused, case, monkeypatch):
+    monkeypatch.setattr(_gpu, "FUSED", fused)
     rng = np.random.default_rng(100 + case)
     n_items = [37, 4096, 4097, 65_537, 70_001, 1000][case]
     X_train, X_test, A, B = random_problem(rng, n_users=40 if n_items > 5000 else 60, n_items=n_items,
@@ -43,15 +46,18 @@ def test_identical_to_cpu_on_random_data(dtype, case):
         assert_identical(cpu, gpu)
 
 
-@pytest.mark.parametrize("tf32", [False, True])
-def test_float32_near_ties_are_settled_like_the_cpu(rng, tf32):
+@pytest.mark.parametrize("tf32, fused", [(False, False), (True, False), (False, True)])
+def test_float32_near_ties_are_settled_like_the_cpu(rng, tf32, fused, monkeypatch):
+    monkeypatch.setattr(_gpu, "FUSED", fused)
     A, B = near_tie_problem(rng, 50, 3000, 64, np.float32)
     X_test = sp.random(50, 3000, density=0.05, format="csr", random_state=4)
     cpu, gpu = both(None, X_test, A, B, tf32=tf32)
     assert_identical(cpu, gpu)
 
 
-def test_users_with_more_test_items_than_shared_memory(rng):
+@pytest.mark.parametrize("fused", [False, True])
+def test_users_with_more_test_items_than_shared_memory(rng, fused, monkeypatch):
+    monkeypatch.setattr(_gpu, "FUSED", fused)
     n_items = 20_000
     X_test = sp.random(8, n_items, density=0.2, format="csr", random_state=5)  # ~4000 test items per user
     A = rng.integers(-2, 3, size=(8, 4)).astype(np.float32)

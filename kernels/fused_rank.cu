@@ -1,0 +1,242 @@
+// Rank counting fused with the scoring, for float32 factor models: rank_tile.cu's counts and
+// pool statistics, from filter scores that this kernel computes and consumes in registers
+// instead of reading cuBLAS tiles from memory (the scores never make the round trip through
+// device memory, and no score tile is allocated).
+//
+// One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
+// for each such tile it multiplies U[rows] B[items]^T through shared memory, FUSED_STEP
+// factors at a time, each thread 8 x 8 scores. A filter score is a float32 fused
+// multiply-add chain in order f = 0 .. F-1 (gr_fmaf, never flushed), within the float32
+// error bound (_scores.score_tolerance) that cuBLAS scores are held to, and the same float
+// on any device or schedule. The tile's pool items are then placed among the test items as
+// in rank_tile (gr_place: bands, a binary search, one compare); an item inside a band waits
+// in its warp's queue for its defined score (gr_exact_score), 32 at a time.
+//
+// Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
+#include "bands.cuh"
+
+#define FUSED_THREADS 256
+#define FUSED_USERS 128  // rows of the batch per block
+#define FUSED_ITEMS 128  // items per score tile
+#define FUSED_STEP 8     // factors per pass through shared memory
+#ifndef FUSED_SHARED_TESTS
+#define FUSED_SHARED_TESTS 2048  // test items of a block's users held in shared memory; more: global memory
+#endif
+#define FUSED_QUEUE 64      // per warp: pool items waiting for their defined score
+#define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span is at most 2^24 items)
+
+struct alignas(16) F4 {  // four consecutive rows (or items) of one factor: one 16-byte shared-memory read
+    float v[4];
+};
+
+// The defined score of a queued item (row << FUSED_ITEM_BITS | offset in the span) decides its
+// count: counts[t0 - counts_begin + c] for test entry t0 + c.
+__device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin, const float* U, const float* B,
+                                   int64_t n_factors, const double* bias, const int64_t* users,
+                                   const int64_t* tests_begin, const double* test_scores, const uint64_t* test_keys,
+                                   uint64_t seed, int noise, int32_t* counts, int64_t counts_begin) {
+    const int64_t b = b0 + (entry >> FUSED_ITEM_BITS);
+    const int64_t item = span_begin + (entry & ((1 << FUSED_ITEM_BITS) - 1));
+    const int64_t t0 = tests_begin[b], m = tests_begin[b + 1] - t0;
+    const double e = gr_exact_score(U + b * n_factors, B + item * n_factors, n_factors, bias, item);
+    const uint64_t key = gr_tie_key(seed, (uint64_t)users[b], (uint64_t)item, noise);
+    const int64_t c = gr_count_outranking(test_scores + t0, test_keys + t0, m, e, key);
+    if (c < m) atomicAdd(&counts[t0 - counts_begin + c], 1);
+}
+
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
+    const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
+    int64_t n_items, int64_t span, int64_t nb, const int64_t* __restrict__ users,
+    const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
+    const int64_t* __restrict__ tests_begin, const double* __restrict__ test_scores,
+    const uint64_t* __restrict__ test_keys, int32_t* __restrict__ cnt, uint64_t* __restrict__ pool_min,
+    uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol, uint64_t seed,
+    int noise) {
+    __shared__ F4 As[2][FUSED_STEP][FUSED_USERS / 4];
+    __shared__ F4 Bs[2][FUSED_STEP][FUSED_ITEMS / 4];
+    __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
+    __shared__ float sh_low[FUSED_SHARED_TESTS];
+    __shared__ float sh_high[FUSED_SHARED_TESTS];
+    __shared__ int32_t sh_cnt[FUSED_SHARED_TESTS];
+    __shared__ float sh_worst[FUSED_USERS];
+    __shared__ int32_t warp_queue[FUSED_THREADS / 32][FUSED_QUEUE];
+
+    // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
+    const int64_t b0 = (int64_t)blockIdx.x * FUSED_USERS;
+    const int64_t span_begin = (int64_t)blockIdx.y * span;
+    if (b0 >= nb || span_begin >= n_items) return;
+    const int64_t span_end = min(n_items, span_begin + span);
+    const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
+    const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
+    const bool in_shared = n_tests <= FUSED_SHARED_TESTS;
+    const int t = threadIdx.x, lane = t & 31;
+    const int ty = t >> 4, tx = t & 15;  // this thread's scores: rows row(0 .. 7) x items col(0 .. 7) of a tile
+    const auto row = [&](int i) { return (i < 4 ? 0 : FUSED_USERS / 2) + 4 * ty + (i & 3); };
+    const auto col = [&](int j) { return (j < 4 ? 0 : FUSED_ITEMS / 2) + 4 * tx + (j & 3); };
+
+    // thread r < FUSED_USERS: row r's bands and worst band, and its training items from the span on
+    const int32_t* train = train_indices;
+    int64_t cursor = 0, n_train = 0;
+    if (t < FUSED_USERS) {
+        float worst = (float)GR_INF;  // below it an item outranks no test item (also: none)
+        if (t < n_rows) {
+            const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
+            const double tl = tol[b0 + t];
+            if (in_shared) {
+                for (int64_t i = 0; i < m; ++i) {
+                    gr_band(test_scores[t0 + i], tl, &sh_low[t0 - tb0 + i], &sh_high[t0 - tb0 + i]);
+                    sh_cnt[t0 - tb0 + i] = 0;
+                }
+            }
+            if (m > 0) {
+                float high;
+                gr_band(test_scores[t0 + m - 1], tl, &worst, &high);
+            }
+            train = train_indices + train_indptr[u];
+            n_train = train_indptr[u + 1] - train_indptr[u];
+            cursor = gr_lower_bound(train, n_train, span_begin);
+        }
+        sh_worst[t] = worst;
+    }
+
+    int32_t* const counts_of = in_shared ? sh_cnt : cnt;  // test entry i's count: counts_of[i - counts_begin]
+    const int64_t counts_begin = in_shared ? tb0 : 0;
+    const auto settle_entry = [&](int32_t entry) {
+        settle(entry, b0, span_begin, U, B, n_factors, bias, users, tests_begin, test_scores, test_keys, seed, noise,
+               counts_of, counts_begin);
+    };
+    int32_t* queue = warp_queue[t >> 5];
+    int queued = 0;  // the same in every lane of the warp
+    float mn[8], mx[8];
+    int bad = 0;  // bit i: a pool score of row(i) is not finite
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mn[i] = (float)GR_INF, mx[i] = -(float)GR_INF;
+
+    // thread t loads factors lk .. lk + 3 of a step for row lr and for the tile's item lr
+    const int lr = t >> 1, lk = (t & 1) * 4;
+    const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
+    float ra[4], rb[4];
+    for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
+        if (t < FUSED_USERS) {  // row t's training items in the tile (read by all after the next barrier)
+            uint32_t words[FUSED_ITEMS / 32] = {0, 0, 0, 0};
+            for (; cursor < n_train && train[cursor] < j0 + FUSED_ITEMS; ++cursor) {
+                const int64_t c = train[cursor] - j0;
+#pragma unroll
+                for (int w = 0; w < FUSED_ITEMS / 32; ++w) words[w] |= (c >> 5) == w ? 1u << (c & 31) : 0u;
+            }
+#pragma unroll
+            for (int w = 0; w < FUSED_ITEMS / 32; ++w) train_bits[t][w] = words[w];
+        }
+        const float* b_row = j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr;
+        const auto load = [&](int64_t k0) {
+            for (int q = 0; q < 4; ++q) {
+                const int64_t k = k0 + lk + q;
+                ra[q] = a_row && k < n_factors ? a_row[k] : 0.0f;
+                rb[q] = b_row && k < n_factors ? b_row[k] : 0.0f;
+            }
+        };
+        const auto store = [&](int buf) {
+            for (int q = 0; q < 4; ++q) {
+                As[buf][lk + q][lr >> 2].v[lr & 3] = ra[q];
+                Bs[buf][lk + q][lr >> 2].v[lr & 3] = rb[q];
+            }
+        };
+        float acc[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+        load(0);
+        store(0);
+        __syncthreads();
+        int buf = 0;
+        for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
+            const bool more = k0 + FUSED_STEP < n_factors;
+            if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
+            const int64_t steps = min((int64_t)FUSED_STEP, n_factors - k0);
+#pragma unroll
+            for (int k = 0; k < FUSED_STEP; ++k) {
+                if (k < steps) {
+                    const F4 a0 = As[buf][k][ty], a1 = As[buf][k][FUSED_USERS / 8 + ty];
+                    const F4 c0 = Bs[buf][k][tx], c1 = Bs[buf][k][FUSED_ITEMS / 8 + tx];
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const float a = i < 4 ? a0.v[i] : a1.v[i - 4];
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) acc[i][j] = gr_fmaf(a, j < 4 ? c0.v[j] : c1.v[j - 4], acc[i][j]);
+                    }
+                }
+            }
+            if (more) store(buf ^ 1);
+            __syncthreads();
+            buf ^= 1;
+        }
+
+        float item_bias[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) item_bias[j] = bias && j0 + col(j) < span_end ? (float)bias[j0 + col(j)] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {  // unrolled: acc, mn and mx stay in registers
+            const int r = row(i);
+            const bool row_ok = r < n_rows;
+            const int64_t t0 = row_ok ? tests_begin[b0 + r] : tb0, m = row_ok ? tests_begin[b0 + r + 1] - t0 : 0;
+            const Bands<float> bands = {in_shared ? sh_low + (t0 - tb0) : nullptr,
+                                        in_shared ? sh_high + (t0 - tb0) : nullptr, test_scores + t0,
+                                        row_ok ? tol[b0 + r] : 0.0};
+            int32_t* counts = in_shared ? sh_cnt + (t0 - tb0) : cnt + t0;
+            const float worst = sh_worst[r];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {  // every lane the same rounds: the warp's votes below
+                const int c = col(j);
+                bool defer = false;
+                if (row_ok && j0 + c < span_end && !((train_bits[r][c >> 5] >> (c & 31)) & 1u)) {
+                    float s = acc[i][j];
+                    if (bias) s = s + item_bias[j];
+                    mn[i] = fmin(mn[i], s);
+                    mx[i] = fmax(mx[i], s);
+                    bad |= (int)!isfinite(s) << i;
+                    const int64_t p = gr_place(bands, m, worst, s);
+                    if (p >= 0) atomicAdd(&counts[p], 1);
+                    defer = p == GR_DEFER;
+                }
+                const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
+                if (defer)
+                    queue[queued + __popc(deferring & ((1u << lane) - 1u))] =
+                        (r << FUSED_ITEM_BITS) | (int32_t)(j0 + c - span_begin);
+                queued += __popc(deferring);
+                if (queued >= 32) {  // a full round: every lane settles one of the last 32
+                    __syncwarp();
+                    queued -= 32;
+                    settle_entry(queue[queued + lane]);
+                    __syncwarp();
+                }
+            }
+        }
+        __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
+    }
+    __syncwarp();
+    if (lane < queued) settle_entry(queue[lane]);
+
+    // pool statistics: row(i)'s 16 threads are one half of a warp
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        float lo = mn[i], hi = mx[i];
+        int flag = (bad >> i) & 1;
+        for (int off = 8; off > 0; off >>= 1) {
+            lo = fmin(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
+            hi = fmax(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
+            flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
+        }
+        const int64_t b = b0 + row(i);
+        if (tx == 0 && row(i) < n_rows) {
+            atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(gr_widen(lo)));
+            atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(gr_widen(hi)));
+            if (flag) atomicOr(&nonfinite[b], 1);
+        }
+    }
+    if (in_shared) {
+        __syncthreads();
+        for (int64_t i = t; i < n_tests; i += FUSED_THREADS)
+            if (sh_cnt[i]) atomicAdd(&cnt[tb0 + i], sh_cnt[i]);
+    }
+}

@@ -1,0 +1,144 @@
+"""kernels/fused_rank.cu (rank counting fused with the scoring, _gpu.FUSED) under the host
+emulator, end to end: gpureco's GPU backend with the fused kernel gives the CPU backend's
+numbers bit for bit, over row blocks (128 users; the last one partial), spans, score tiles
+(128 items; the last one partial), factor steps (8; F not a multiple of it), the test items
+in shared or in global memory, batches, ties, noise and the tie modes, NaN and constant
+scores, biases. The kernel's filter scores are its own (an in-order fused multiply-add
+chain), so no cuBLAS tile is made. The kernel against its model, and its seeded bugs:
+test_emulator.py (test_fused_rank_*)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import gpureco
+from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
+from emulation.device import emulated_device
+from emulation.emulator import have_compiler
+from gpureco.engine import _gpu
+
+pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
+
+N_ITEMS = 1000  # 7 tiles of 128 items and one of 104
+SCHEDULES = [dict(schedule="forward", block_order="forward"), dict(schedule="reverse", block_order="reverse"),
+             dict(schedule="shuffle", block_order="shuffle", seed=5)]
+
+
+@pytest.fixture(autouse=True)
+def fused(monkeypatch):
+    monkeypatch.setattr(_gpu, "FUSED", True)
+    monkeypatch.setattr(_gpu, "FUSED_BLOCKS", 4)  # several spans per row block
+
+
+def problem(seed, n_users=20, n_factors=13, integer=False, test_density=0.02):
+    """float32 factors with the users the backend treats apart: NaN scores (user 0), constant
+    scores (1), no test items (2), no training items (3)."""
+    rng = np.random.default_rng(seed)
+    X_train, X_test, A, B = random_problem(rng, n_users=n_users, n_items=N_ITEMS, n_factors=n_factors,
+                                           train_density=0.1, test_density=test_density, integer_factors=integer,
+                                           graded=True, dtype=np.float32)
+    A[0, 1] = np.nan
+    A[1] = 0
+    X_test[2] = 0
+    X_train[3] = 0
+    bias = rng.integers(-2, 3, size=N_ITEMS).astype(np.float64) if integer else rng.standard_normal(N_ITEMS)
+    return to_csr(X_train), to_csr(X_test), A, B, bias
+
+
+def no_cublas(cupy, monkeypatch):
+    def matmul(*args, **kw):
+        raise AssertionError("a score tile was made: the fused path multiplies in its kernel")
+    monkeypatch.setattr(cupy, "matmul", matmul)
+
+
+def fused_grids(cupy):
+    assert not any(name.startswith("rank_tile") for name, _, _ in cupy.launches)
+    return [grid for name, grid, _ in cupy.launches if name == "fused_rank_f32"]
+
+
+CASES = {
+    "normal-biases": dict(problem=dict(seed=1), kw=dict(biases=True)),
+    "f4-no-bias": dict(problem=dict(seed=2, n_factors=4), kw=dict()),
+    "ties-noise": dict(problem=dict(seed=3, integer=True), kw=dict(biases=True, break_ties_with_noise=True, seed=9)),
+    "f17-ties": dict(problem=dict(seed=4, n_factors=17, integer=True), kw=dict()),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fused_equals_the_cpu(monkeypatch, case):
+    X_train, X_test, A, B, bias = problem(**CASES[case]["problem"])
+    kw = dict(CASES[case]["kw"])
+    if kw.pop("biases", False):
+        kw["item_biases"] = bias
+    with emulated_device(monkeypatch, **SCHEDULES[list(CASES).index(case) % 3]) as cupy:
+        no_cublas(cupy, monkeypatch)
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10, **kw)
+    assert_identical(cpu, gpu)
+    assert np.isfinite(cpu["NDCG@K"]).sum() >= 12
+    assert fused_grids(cupy) == [(1, 4)]  # 20 users: one row block; 8 tiles in 4 spans of 2
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, None])
+def test_row_blocks_and_batches(monkeypatch, batch_size):
+    """150 users: a full row block of 128 and a partial one of 21 (one user has no test items)."""
+    X_train, X_test, A, B, bias = problem(5, n_users=150, integer=batch_size == 7)
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=batch_size or 0) as cupy:
+        no_cublas(cupy, monkeypatch)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias, batch_size=batch_size))
+    grids = fused_grids(cupy)
+    assert grids == {1: [(1, 4)] * 149, 7: [(1, 4)] * 22, None: [(2, 2)]}[batch_size]  # FUSED_BLOCKS = 4
+
+
+def test_test_items_in_global_memory(monkeypatch):
+    """More test items in a block than it holds in shared memory (FUSED_SHARED_TESTS, a compile
+    option): their bands are computed from global memory and counted there."""
+    monkeypatch.setattr(_gpu, "FUSED_SHARED_TESTS", 16)
+    X_train, X_test, A, B, bias = problem(6, n_users=12, integer=True, test_density=0.05)
+    assert X_test.nnz > 16 and np.diff(X_test.indptr).max() > 16
+    with emulated_device(monkeypatch, schedule="reverse", block_order="shuffle", seed=1) as cupy:
+        no_cublas(cupy, monkeypatch)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias, break_ties_with_noise=True))
+    assert fused_grids(cupy)
+
+
+@pytest.mark.parametrize("ties", ["optimistic", "average"])
+def test_tie_modes(monkeypatch, ties):
+    X_train, X_test, A, B, bias = problem(7, integer=True)
+    names = ["P", "R", "NDCG", "Hit", "RR", "ROC_AUC"]
+    with emulated_device(monkeypatch, schedule="shuffle", seed=2) as cupy, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = {device: gpureco.Evaluator(X_test, X_train, names, [1, 10], ties=ties, device=device,
+                                         output="numpy")(A, B, item_biases=bias) for device in ("cpu", "gpu")}
+    assert_identical(out["cpu"], out["gpu"])
+    assert len(fused_grids(cupy)) == (2 if ties == "average" else 1)
+
+
+def test_only_float32_factor_models_are_fused(monkeypatch):
+    """float64 factors, TF32 and given scores keep the cuBLAS tiles and rank_tile; FUSED off
+    (the default) too."""
+    X_train, X_test, A, B, bias = problem(8, n_factors=4)
+    with emulated_device(monkeypatch) as cupy:
+        cpu_and_gpu(X_train, X_test, A.astype(np.float64), B.astype(np.float64), k=5)
+        cpu_and_gpu(X_train, X_test, A, B, k=5, tf32=True)
+        cpu_and_gpu(X_train, X_test, None, None, k=5, item_biases=bias)
+        monkeypatch.setattr(_gpu, "FUSED", False)
+        cpu_and_gpu(X_train, X_test, A, B, k=5)
+    assert not any(name.startswith("fused_rank") for name, _, _ in cupy.launches)
+    assert sum(name.startswith("rank_tile") for name, _, _ in cupy.launches) == 4
+
+
+def test_spans():
+    """fused_span: whole tiles, about FUSED_BLOCKS blocks (between half and all of the spans that
+    asks for, fewer only where the items run out), never more than FUSED_MAX_SPAN (plus the last
+    tile's rounding): a queued item's offset in its span has 24 bits."""
+    for blocks in (4, 1024):
+        _gpu.FUSED_BLOCKS = blocks  # (the fixture restores it)
+        for n_users, n_items in [(1, 1), (10_000, 1_000_000), (943, 1_682), (100_000, 10_000_000), (1, 10_000_000),
+                                 (300, 127), (128 * 1024, 50_000), (1, (1 << 24) + 1), (20, 1_000), (150, 1_000)]:
+            span = _gpu.fused_span(n_users, n_items)
+            spans, tiles = -(-n_items // span), -(-n_items // _gpu.FUSED_ITEMS)
+            wanted = min(tiles, max(-(-blocks // -(-n_users // _gpu.FUSED_USERS)),
+                                    -(-n_items // _gpu.FUSED_MAX_SPAN)))
+            assert span % _gpu.FUSED_ITEMS == 0 and span <= _gpu.FUSED_MAX_SPAN + _gpu.FUSED_ITEMS < 1 << 24
+            assert wanted / 2 <= spans <= wanted, (n_users, n_items, span)
+    assert _gpu.fused_span(10_000, 1_000_000) == 601 * 128  # bench_gpu's problem: 79 row blocks x 13 spans
