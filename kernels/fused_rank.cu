@@ -5,12 +5,17 @@
 //
 // One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
 // for each such tile it multiplies U[rows] B[items]^T through shared memory, FUSED_STEP
-// factors at a time, each thread 8 x 8 scores. A filter score is a float32 fused
-// multiply-add chain in order f = 0 .. F-1 (gr_fmaf, never flushed), within the float32
-// error bound (_scores.score_tolerance) that cuBLAS scores are held to, and the same float
-// on any device or schedule. The tile's pool items are then placed among the test items as
-// in rank_tile (gr_place: bands, a binary search, one compare); an item inside a band waits
-// in its warp's queue for its defined score (gr_exact_score), 32 at a time.
+// factors at a time, each thread 8 x 8 scores in registers. A filter score is a float32
+// fused multiply-add chain in order f = 0 .. F-1 (gr_fmaf, never flushed: the same float
+// on any device and in the emulation), within the float32 error bound
+// (_scores.score_tolerance) that cuBLAS scores are held to. The bias is added, and the
+// bands compared, in float as rank_tile does (flushed to zero under CuPy's -ftz=true: a
+// flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
+// sends an item to the defined score). The tile's pool items are then placed among the
+// test items as in rank_tile (gr_place: bands, a binary search, one compare), a row at a
+// time; an item inside a band waits in its warp's queue for its defined score
+// (gr_exact_score), 32 at a time. At most 128 registers (two blocks per SM; ptxas spills a
+// few bytes) and about 46 KB of static shared memory.
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
@@ -20,10 +25,12 @@
 #define FUSED_ITEMS 128  // items per score tile
 #define FUSED_STEP 8     // factors per pass through shared memory
 #ifndef FUSED_SHARED_TESTS
-#define FUSED_SHARED_TESTS 2048  // test items of a block's users held in shared memory; more: global memory
+#define FUSED_SHARED_TESTS 1920  // test items of a block's users held in shared memory; more: global memory
 #endif
 #define FUSED_QUEUE 64      // per warp: pool items waiting for their defined score
 #define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span is at most 2^24 items)
+
+static_assert(FUSED_ITEMS == FUSED_USERS, "thread r < FUSED_USERS also reads the bias of the tile's item r");
 
 struct alignas(16) F4 {  // four consecutive rows (or items) of one factor: one 16-byte shared-memory read
     float v[4];
@@ -44,7 +51,7 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
     if (c < m) atomicAdd(&counts[t0 - counts_begin + c], 1);
 }
 
-extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
     int64_t n_items, int64_t span, int64_t nb, const int64_t* __restrict__ users,
     const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
@@ -59,6 +66,10 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
     __shared__ float sh_high[FUSED_SHARED_TESTS];
     __shared__ int32_t sh_cnt[FUSED_SHARED_TESTS];
     __shared__ float sh_worst[FUSED_USERS];
+    __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
+    __shared__ float sh_bias[FUSED_ITEMS];
+    __shared__ float sh_min[FUSED_USERS];  // row r's pool statistics so far (filter scores)
+    __shared__ float sh_max[FUSED_USERS];
     __shared__ int32_t warp_queue[FUSED_THREADS / 32][FUSED_QUEUE];
 
     // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
@@ -79,6 +90,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
     int64_t cursor = 0, n_train = 0;
     if (t < FUSED_USERS) {
         float worst = (float)GR_INF;  // below it an item outranks no test item (also: none)
+        sh_first[t] = t < n_rows ? tests_begin[b0 + t] - tb0 : n_tests;
+        if (t == 0) sh_first[FUSED_USERS] = n_tests;
         if (t < n_rows) {
             const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
             const double tl = tol[b0 + t];
@@ -97,6 +110,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
             cursor = gr_lower_bound(train, n_train, span_begin);
         }
         sh_worst[t] = worst;
+        sh_min[t] = (float)GR_INF;
+        sh_max[t] = -(float)GR_INF;
     }
 
     int32_t* const counts_of = in_shared ? sh_cnt : cnt;  // test entry i's count: counts_of[i - counts_begin]
@@ -107,10 +122,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
     };
     int32_t* queue = warp_queue[t >> 5];
     int queued = 0;  // the same in every lane of the warp
-    float mn[8], mx[8];
     int bad = 0;  // bit i: a pool score of row(i) is not finite
-#pragma unroll
-    for (int i = 0; i < 8; ++i) mn[i] = (float)GR_INF, mx[i] = -(float)GR_INF;
 
     // thread t loads factors lk .. lk + 3 of a step for row lr and for the tile's item lr
     const int lr = t >> 1, lk = (t & 1) * 4;
@@ -126,6 +138,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
             }
 #pragma unroll
             for (int w = 0; w < FUSED_ITEMS / 32; ++w) train_bits[t][w] = words[w];
+            sh_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;  // (FUSED_ITEMS == FUSED_USERS)
         }
         const float* b_row = j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr;
         const auto load = [&](int64_t k0) {
@@ -153,47 +166,48 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
         for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
             const bool more = k0 + FUSED_STEP < n_factors;
             if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
-            const int64_t steps = min((int64_t)FUSED_STEP, n_factors - k0);
+            const auto multiply = [&](int k) {  // factor k0 + k of the tile's 8 x 8 scores
+                const F4 a0 = As[buf][k][ty], a1 = As[buf][k][FUSED_USERS / 8 + ty];
+                const F4 c0 = Bs[buf][k][tx], c1 = Bs[buf][k][FUSED_ITEMS / 8 + tx];
 #pragma unroll
-            for (int k = 0; k < FUSED_STEP; ++k) {
-                if (k < steps) {
-                    const F4 a0 = As[buf][k][ty], a1 = As[buf][k][FUSED_USERS / 8 + ty];
-                    const F4 c0 = Bs[buf][k][tx], c1 = Bs[buf][k][FUSED_ITEMS / 8 + tx];
+                for (int i = 0; i < 8; ++i) {
+                    const float a = i < 4 ? a0.v[i] : a1.v[i - 4];
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) {
-                        const float a = i < 4 ? a0.v[i] : a1.v[i - 4];
-#pragma unroll
-                        for (int j = 0; j < 8; ++j) acc[i][j] = gr_fmaf(a, j < 4 ? c0.v[j] : c1.v[j - 4], acc[i][j]);
-                    }
+                    for (int j = 0; j < 8; ++j) acc[i][j] = gr_fmaf(a, j < 4 ? c0.v[j] : c1.v[j - 4], acc[i][j]);
                 }
+            };
+            if (more) {  // a whole step, unrolled
+#pragma unroll
+                for (int k = 0; k < FUSED_STEP; ++k) multiply(k);
+            } else {  // the last step: F - k0 factors
+                for (int k = 0; k < n_factors - k0; ++k) multiply(k);
             }
             if (more) store(buf ^ 1);
             __syncthreads();
             buf ^= 1;
         }
 
-        float item_bias[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) item_bias[j] = bias && j0 + col(j) < span_end ? (float)bias[j0 + col(j)] : 0.0f;
+        for (int i = 0; i < 8; ++i) {  // unrolled over the rows (acc in registers), not over the items
+            float scores[8];  // row(i)'s scores, for the item loop to index
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {  // unrolled: acc, mn and mx stay in registers
+            for (int j = 0; j < 8; ++j) scores[j] = acc[i][j];
             const int r = row(i);
-            const bool row_ok = r < n_rows;
-            const int64_t t0 = row_ok ? tests_begin[b0 + r] : tb0, m = row_ok ? tests_begin[b0 + r + 1] - t0 : 0;
-            const Bands<float> bands = {in_shared ? sh_low + (t0 - tb0) : nullptr,
-                                        in_shared ? sh_high + (t0 - tb0) : nullptr, test_scores + t0,
-                                        row_ok ? tol[b0 + r] : 0.0};
-            int32_t* counts = in_shared ? sh_cnt + (t0 - tb0) : cnt + t0;
+            const int64_t first = sh_first[r], m = sh_first[r + 1] - first;
+            const Bands<float> bands = {in_shared ? sh_low + first : nullptr, in_shared ? sh_high + first : nullptr,
+                                        test_scores + tb0 + first, in_shared || m == 0 ? 0.0 : tol[b0 + r]};
+            int32_t* counts = in_shared ? sh_cnt + first : cnt + tb0 + first;
             const float worst = sh_worst[r];
-#pragma unroll
+            float mn = (float)GR_INF, mx = -(float)GR_INF;
+#pragma unroll 1
             for (int j = 0; j < 8; ++j) {  // every lane the same rounds: the warp's votes below
                 const int c = col(j);
                 bool defer = false;
-                if (row_ok && j0 + c < span_end && !((train_bits[r][c >> 5] >> (c & 31)) & 1u)) {
-                    float s = acc[i][j];
-                    if (bias) s = s + item_bias[j];
-                    mn[i] = fmin(mn[i], s);
-                    mx[i] = fmax(mx[i], s);
+                if (r < n_rows && j0 + c < span_end && !((train_bits[r][c >> 5] >> (c & 31)) & 1u)) {
+                    float s = scores[j];
+                    if (bias) s = s + sh_bias[c];
+                    mn = fmin(mn, s);
+                    mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
                     const int64_t p = gr_place(bands, m, worst, s);
                     if (p >= 0) atomicAdd(&counts[p], 1);
@@ -211,26 +225,29 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS) fused_rank_f32(
                     __syncwarp();
                 }
             }
+            for (int off = 8; off > 0; off >>= 1) {  // row(i)'s 16 threads are one half of a warp
+                mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
+                mx = fmax(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
+            }
+            if (tx == 0) {  // row r is this half-warp's alone
+                sh_min[r] = fmin(sh_min[r], mn);
+                sh_max[r] = fmax(sh_max[r], mx);
+            }
         }
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
     __syncwarp();
     if (lane < queued) settle_entry(queue[lane]);
 
-    // pool statistics: row(i)'s 16 threads are one half of a warp
+    // pool statistics: row(i)'s non-finite flag from its half-warp; its minimum and maximum
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-        float lo = mn[i], hi = mx[i];
         int flag = (bad >> i) & 1;
-        for (int off = 8; off > 0; off >>= 1) {
-            lo = fmin(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
-            hi = fmax(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
-            flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
-        }
+        for (int off = 8; off > 0; off >>= 1) flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
         const int64_t b = b0 + row(i);
         if (tx == 0 && row(i) < n_rows) {
-            atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(gr_widen(lo)));
-            atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(gr_widen(hi)));
+            atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(gr_widen(sh_min[row(i)])));
+            atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(gr_widen(sh_max[row(i)])));
             if (flag) atomicOr(&nonfinite[b], 1);
         }
     }

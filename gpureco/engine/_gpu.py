@@ -25,8 +25,8 @@ TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
-FUSED_SHARED_TESTS = 2048  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
-FUSED_BLOCKS, FUSED_MAX_SPAN = 1024, 1 << 23  # fused_rank's grid: about this many blocks; items of one below 2^24
+FUSED_SHARED_TESTS = 1920  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
+FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, 1 << 23  # fused_rank's grid: about this many blocks (15 waves of an H100's 264); items of one below 2^24
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set. Off:
 # proven identical under the emulation, its speed not yet measured on a GPU (bench_gpu --fused).
 FUSED = False
@@ -101,8 +101,9 @@ class FactorScores:
         return self.dtype.itemsize
 
     def bytes_per_user(self):
-        """Workspace of one user of a batch besides its score row: its factors (and parts)."""
-        return 8 * self.n_factors * (2 if self.tf32 else 1)
+        """Workspace of one user of a batch besides its score row: its factors (and their TF32
+        parts), and the float64 temporaries of its error bound (score_tolerance: three at once)."""
+        return 8 * self.n_factors * (5 if self.tf32 else 4)
 
     def fixed_bytes(self, n_items):
         """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS)."""

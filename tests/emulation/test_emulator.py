@@ -850,12 +850,13 @@ FUSED_MUTANTS = {
                                             "            if (more) store(buf ^ 1);"),
     "missing barrier after a tile": ("        __syncthreads();  // the next tile's", "        // the next tile's"),
     "training items not masked": ("!((train_bits[r][c >> 5] >> (c & 31)) & 1u)", "true"),
-    "the last factor step skipped": ("if (k < steps)", "if (k < steps && k0 + FUSED_STEP < n_factors)"),
+    "the last factor left out": ("k < n_factors - k0; ++k) multiply(k)", "k < n_factors - k0 - 1; ++k) multiply(k)"),
     "a tile's last item skipped": ("j0 + c < span_end && !(", "j0 + c + 1 < span_end && !("),
     "half a warp's pool statistics": ("for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
     "the last queued items never settled": ("if (lane < queued) settle_entry", "if (lane + 1 < queued) settle_entry"),
     "shared counts never flushed": ("if (sh_cnt[i]) atomicAdd", "if (false) atomicAdd"),
-    "biases left out": ("if (bias) s = s + item_bias[j];", ""),
+    "biases left out": ("if (bias) s = s + sh_bias[c];", ""),
+    "a row's minimum from its last tile alone": ("sh_min[r] = fmin(sh_min[r], mn);", "sh_min[r] = mn;"),
 }
 
 

@@ -131,7 +131,7 @@ def test_spans():
     """fused_span: whole tiles, about FUSED_BLOCKS blocks (between half and all of the spans that
     asks for, fewer only where the items run out), never more than FUSED_MAX_SPAN (plus the last
     tile's rounding): a queued item's offset in its span has 24 bits."""
-    for blocks in (4, 1024):
+    for blocks in (4, 1024, 4096):
         _gpu.FUSED_BLOCKS = blocks  # (the fixture restores it)
         for n_users, n_items in [(1, 1), (10_000, 1_000_000), (943, 1_682), (100_000, 10_000_000), (1, 10_000_000),
                                  (300, 127), (128 * 1024, 50_000), (1, (1 << 24) + 1), (20, 1_000), (150, 1_000)]:
@@ -141,4 +141,23 @@ def test_spans():
                                     -(-n_items // _gpu.FUSED_MAX_SPAN)))
             assert span % _gpu.FUSED_ITEMS == 0 and span <= _gpu.FUSED_MAX_SPAN + _gpu.FUSED_ITEMS < 1 << 24
             assert wanted / 2 <= spans <= wanted, (n_users, n_items, span)
-    assert _gpu.fused_span(10_000, 1_000_000) == 601 * 128  # bench_gpu's problem: 79 row blocks x 13 spans
+    _gpu.FUSED_BLOCKS = 4096
+    assert _gpu.fused_span(10_000, 1_000_000) == 151 * 128  # bench_gpu's problem: 79 row blocks x 52 spans
+
+
+def test_a_batch_needs_no_score_tile(monkeypatch):
+    """max_memory: with the fused kernel a batch holds no score tile, so its users are bounded
+    by their factors, the bound's temporaries and their test items alone; the same budget
+    gives the tile path batches of a quarter of them (a 1,000-item tile row is 4,000 bytes)."""
+    X_train, X_test, A, B, _ = problem(10, n_users=60)
+    scorer_bytes = 8 * A.shape[1] * 4  # FactorScores.bytes_per_user
+    per_user = scorer_bytes + 32 * int(np.diff(X_test.indptr).max()) + 64
+    budget = 16 * (4 * N_ITEMS + per_user)  # the tile path: 16 users a batch
+    assert budget // per_user >= 59
+    with emulated_device(monkeypatch) as cupy:
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
+        assert fused_grids(cupy) == [(1, 4)]  # the 59 users with test items in one batch
+        cupy.launches.clear()
+        monkeypatch.setattr(_gpu, "FUSED", False)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
+    assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [16] * 3 + [11]
