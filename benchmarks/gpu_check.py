@@ -8,8 +8,10 @@
    33 and all; shuffled users; given scores; results left on the device: bit-identical to
    each other and to the CPU);
 4. runs benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors),
-   and benchmarks/bench_training_loop.py on the GPU where torch is installed (the
-   Evaluator's share of a training epoch);
+   benchmarks/bench_gpu_sweep.py (the sweep over 100k, 1M and 10M items and K = 10, 100,
+   1,000 in the three modes, training-loop sizes, top_k against torch), and
+   benchmarks/bench_training_loop.py on the GPU where torch is installed (the Evaluator's
+   share of a training epoch);
 5. writes one results file, <out>/gpu_check_<date>_<device>.md (and .json): device,
    driver, CUDA, library versions, commit, the test summaries and the benchmark table.
 
@@ -93,6 +95,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--bench-args", default="", help="arguments for bench_gpu.py")
+    parser.add_argument("--sweep-args", default="", help="arguments for bench_gpu_sweep.py ('skip' to skip it)")
     parser.add_argument("--skip-suite", action="store_true", help="only the determinism tests and the benchmark")
     args = parser.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -115,6 +118,11 @@ def main(argv=None):
                         *shlex.split(args.bench_args)], env=env)
     table = [line for line in output.splitlines() if line.startswith("|") or "GEMM" in line or "workspace" in line]
     steps["bench_gpu"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
+    if args.sweep_args != "skip":
+        code, output = run([sys.executable, "benchmarks/bench_gpu_sweep.py", "--out", str(bench_out),
+                            *shlex.split(args.sweep_args)], env=env)
+        table = [line for line in output.splitlines() if line.startswith(("|", "Targets"))]
+        steps["bench_gpu_sweep"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
     try:  # the Evaluator's share of a training epoch on the GPU (needs torch)
         import torch  # noqa: F401
     except ImportError:
