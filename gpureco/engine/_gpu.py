@@ -179,7 +179,8 @@ def abs_max_columns(X):
 
 
 def max_row_norm(X):
-    """_scores.max_row_norm on the device (0-d float64): the sum of squares in order, one
+    """_scores.max_row_norm on the device (0-d float64; squares that underflow are allowed for
+    by score_tolerance, as there): the sum of squares in order, one
     thread a row, in one pass of kernels/magnitudes.cu, no host synchronisation."""
     cp = _backend.cupy()
     out = cp.zeros(1, dtype=cp.uint64)

@@ -50,14 +50,15 @@ def checked_magnitudes(B, biases):
 
 
 def max_row_norm(X):
-    """An upper bound, up to a few units of float64 (score_tolerance allows for them), on the
-    largest Euclidean norm of a row of X with no non-finite value (0 where none): such a row's
-    scores are not finite either, and go to the defined score. A chunk of rows at a time."""
+    """An upper bound, up to a few units of float64 and sqrt(F * tiny) for squares that
+    underflow (score_tolerance allows for both), on the largest Euclidean norm of a row of X
+    with no non-finite value (0 where none): such a row's scores are not finite either, and go
+    to the defined score. A chunk of rows at a time."""
     largest = 0.0
     rows = max(1, _CHUNK_BYTES // (16 * max(1, X.shape[1])))  # its float64 copy: half a chunk
     for begin in range(0, X.shape[0], rows):
         part = X[begin: begin + rows].astype(np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             squares = np.einsum("ij,ij->i", part, part)
         finite = np.isfinite(part).all(axis=1)
         if finite.any():
@@ -89,11 +90,15 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     """
     xp = array_module(user_rows)
     n_factors = user_rows.shape[1]
-    with np.errstate(over="ignore"):  # an infinite bound is still a bound: every comparison goes to the definition
+    # (over: an infinite bound is still a bound, every comparison goes to the definition; under: below)
+    with np.errstate(over="ignore", under="ignore"):
         user_abs = xp.abs(user_rows.astype(xp.float64))
         scale = user_abs @ item_abs_max
         if item_norm_max is not None:  # the norms' rounding (any order of the sums, sqrt): 4 gamma_(F+2)
-            norms = xp.sqrt((user_abs * user_abs).sum(axis=1)) * item_norm_max
+            # a square that underflows loses less than the smallest normal float64: each norm, the
+            # users' here and the items' (max_row_norm), is within sqrt(F * tiny) above its computed value
+            slack = float(np.sqrt(n_factors * np.finfo(np.float64).tiny))
+            norms = (xp.sqrt((user_abs * user_abs).sum(axis=1)) + slack) * (item_norm_max + slack)
             # (fmin: an overflowed user norm times items of norm 0 is NaN, and bounds nothing)
             scale = xp.fmin(scale, norms * (1.0 + 4.0 * _gamma(n_factors + 2, 2.0**-53)))
         scale = scale + bias_abs_max

@@ -62,3 +62,22 @@ def test_the_norm_bound_narrows_the_bands_on_normal_factors(rng):
     plain = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32)
     tight = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, item_norm_max=_scores.max_row_norm(B))
     assert 2.5 < np.median(plain / tight) < 4.0
+
+
+@pytest.mark.parametrize("tiny", ["users", "items"])
+def test_the_norm_bound_holds_where_the_squares_underflow(rng, tiny):
+    """Factors of 1e-200 on one side and 1e100 on the other: the products (about 1e-100) are
+    normal numbers, but the squares of the small factors underflow to zero, so a computed norm
+    of that side is 0. The bound must still hold (each norm is allowed sqrt(F * tiny) for
+    them), and computing it raises no floating-point warning."""
+    small, large = rng.standard_normal((20, 16)) * 1e-200, rng.standard_normal((300, 16)) * 1e100
+    A, B = (small, large) if tiny == "users" else (large[:20], np.concatenate([small, small * 3]))
+    with np.errstate(all="raise"):
+        item_abs_max, bias_abs_max = _scores.magnitudes(B, np.zeros(0))
+        bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float64,
+                                        item_norm_max=_scores.max_row_norm(B)) / 2
+    fast = A @ B.T
+    users, items = np.repeat(np.arange(A.shape[0]), B.shape[0]), np.tile(np.arange(B.shape[0]), A.shape[0])
+    defined = _defined(users, items, A, B, A.shape[1], None).reshape(fast.shape)
+    assert np.abs(defined).max() > 1e-120  # normal scores: the error is relative, far above the absolute term
+    assert (np.abs(fast - defined) <= bound[:, None]).all()
