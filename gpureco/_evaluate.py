@@ -185,6 +185,8 @@ class Evaluator:
                  convention="gpureco", ties=None, relevance_threshold=None, persistence=0.8):
         X_train, X_test = v.interactions(X_train, X_test)
         self._selection = parse_metrics(metrics, k)
+        break_ties_with_noise = v.check_flag(break_ties_with_noise, "break_ties_with_noise")
+        tf32 = v.check_flag(tf32, "tf32")
         options = Options(convention, ties, gain, relevance_threshold, persistence)
         options.check_ties(self._selection.names, break_ties_with_noise)
         request = v.request(self._selection.names, self._selection.cutoffs, X_test, min_pos_test=min_pos_test,
@@ -201,8 +203,7 @@ class Evaluator:
         if self._reverse:  # ties by descending item: rank the items in reverse order
             X_train, X_test = reversed_items(X_train), reversed_items(X_test)
         self._index = o.user_index(user_ids, X_test.shape[0])
-        self._problem = Problem(X_train, X_test, None, None, None, seed, bool(break_ties_with_noise), self._backend,
-                                bool(tf32))
+        self._problem = Problem(X_train, X_test, None, None, None, seed, break_ties_with_noise, self._backend, tf32)
         self.columns = tuple(column_name(name, cut) for name, cut in self._selection.columns)
         self.reset()
 
@@ -321,6 +322,7 @@ class Evaluator:
         is the correctly rounded sum (math.fsum) divided by the count, so it does not depend
         on the order or batching of the users. With ``counts``, also ``"n_<column>"``: the
         users in each mean."""
+        counts = v.check_flag(counts, "counts")
         evaluated = self._evaluated > 0
         values = self._values[evaluated]
         nan = np.isnan(values)

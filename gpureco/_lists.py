@@ -107,6 +107,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     3     0.0  0.0   0.0
     """
     backend = o.backend_for("auto" if output == "cupy" else "cpu", output)
+    include_missing = v.check_flag(include_missing, "include_missing")
     names = {user_col: "user", item_col: "item", score_col: "score", rank_col: "rank", value_col: "rating"}
     for given in names:
         if not isinstance(given, str):

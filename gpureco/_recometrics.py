@@ -180,7 +180,13 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     flags = dict(precision=precision, trunc_precision=trunc_precision, recall=recall,
                  average_precision=average_precision, trunc_average_precision=trunc_average_precision,
                  ndcg=ndcg, hit=hit, rr=rr, roc_auc=roc_auc, pr_auc=pr_auc)
-    names = [m.column for m in METRICS if all_metrics or bool(flags[m.flag])]
+    flags = {name: v.check_flag(value, name) for name, value in flags.items()}
+    all_metrics, as_df, rename_k, cumulative, break_ties_with_noise, tf32 = (
+        v.check_flag(value, name) for value, name in ((all_metrics, "all_metrics"), (as_df, "as_df"),
+                                                      (rename_k, "rename_k"), (cumulative, "cumulative"),
+                                                      (break_ties_with_noise, "break_ties_with_noise"),
+                                                      (tf32, "tf32")))
+    names = [m.column for m in METRICS if all_metrics or flags[m.flag]]
     if not names:
         raise ValueError("No metric selected: set at least one of " + ", ".join(f"{f}=True" for f in flags)
                          + ", or all_metrics=True.")
@@ -198,7 +204,7 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     X_test = options.relevant_matrix(X_test)
     if options.reverse:  # ties by descending item: the items in reverse order (B and item_biases above)
         X_train, X_test = reversed_items(X_train), reversed_items(X_test)
-    problem = Problem(X_train, X_test, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
+    problem = Problem(X_train, X_test, A, B, item_biases, seed, break_ties_with_noise, backend, tf32)
     index = o.user_index(user_ids, n_users)
     values, counts = run(problem, request)
     output = output or ("pandas" if as_df else "numpy")

@@ -87,11 +87,12 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     else:
         users = v.user_rows(users, n_users, "users", of="A")
     seed = v.check_seed(seed)
+    break_ties_with_noise, tf32 = v.check_flag(break_ties_with_noise, "break_ties_with_noise"), v.check_flag(tf32, "tf32")
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = o.backend_for(device, output)
     index = o.user_index(user_ids, n_users, "user_ids")
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
-    problem = Problem(X_train, X_train, A, B, item_biases, seed, bool(break_ties_with_noise), backend, bool(tf32))
+    problem = Problem(X_train, X_train, A, B, item_biases, seed, break_ties_with_noise, backend, tf32)
     items, scores = engine_top_k(problem, users, k, batch_size, max_memory)
     if output in ("cupy", "torch"):  # on the device that ranked, without a copy
         return o.arrays((items, scores), output, backend)

@@ -101,6 +101,15 @@ def check_sizes(batch_size, max_memory):
                  for value, name in ((batch_size, "batch_size"), (max_memory, "max_memory")))
 
 
+def check_flag(value, name):
+    """A yes/no option as a bool: True or False (NumPy's too, and the integers 0 and 1 that
+    C-style code passes). A string, None or any other value is an error rather than its
+    truthiness ("no" is truthy)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"'{name}' must be True or False; got {value!r}.")
+
+
 def check_seed(seed):
     if isinstance(seed, np.random.Generator):
         return int(seed.integers(np.iinfo(np.int32).max))
@@ -349,7 +358,8 @@ def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_co
     return Request(tuple(names), np.asarray(cutoffs, dtype=np.int64),
                    min_pos_test=check_int(min_pos_test, "min_pos_test", low=0),
                    min_items_pool=check_int(min_items_pool, "min_items_pool", low=0),
-                   consider_cold_start=bool(consider_cold_start), gain=check_gain(gain, X_test),
+                   consider_cold_start=check_flag(consider_cold_start, "consider_cold_start"),
+                   gain=check_gain(gain, X_test),
                    nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
 
 

@@ -935,9 +935,56 @@ def _dataset_cases():
     return out
 
 
+FLAG = r"'{}' must be True or False; got {}"
+
+
+def _option_cases():
+    """The yes/no options (a string such as "no" is truthy: it must be refused, not obeyed), the
+    NumPy bool and the integers 0 and 1 (accepted as themselves), and the newer choices: ties,
+    convention, relevance_threshold."""
+    out = []
+    for f, run, flags in (
+            ("calc_reco_metrics", calc, ("break_ties_with_noise", "consider_cold_start", "cumulative", "as_df",
+                                         "rename_k", "all_metrics", "precision", "ndcg", "tf32")),
+            ("evaluate", evaluate, ("break_ties_with_noise", "consider_cold_start")),
+            ("Evaluator", lambda **kw: evaluator(**kw)(SCORES0), ("break_ties_with_noise", "tf32")),
+            ("top_k", top_k, ("break_ties_with_noise", "tf32")),
+            ("evaluate_lists", lists, ("include_missing",))):
+        for flag in flags:
+            for bad, shown in (("no", "'no'"), (None, "None"), (2, "2")):
+                out.append(Case(f, f"'{flag}' = {bad!r}", lambda run=run, flag=flag, bad=bad: run(**{flag: bad}),
+                                "error", FLAG.format(flag, re.escape(shown)), exception=TypeError))
+        flag = flags[0]
+        out.append(Case(f, f"'{flag}' = np.True_ (a NumPy bool)", lambda run=run, flag=flag: run(**{flag: np.True_}),
+                        "answer", lambda run=run, flag=flag: run(**{flag: True})))
+        out.append(Case(f, f"'{flag}' = 0 (an integer)", lambda run=run, flag=flag: run(**{flag: 0}), "answer",
+                        lambda run=run, flag=flag: run(**{flag: False})))
+    out.append(Case("Evaluator", "summary(counts='yes')", lambda: evaluator_update(then=lambda ev: ev.summary(counts="yes")), "error",
+                    FLAG.format("counts", "'yes'"), exception=TypeError))
+    for f, run in (("calc_reco_metrics", calc), ("evaluate", evaluate), ("Evaluator", evaluator),
+                   ("evaluate_lists", lists)):
+        out += [Case(f, "'ties' unknown", lambda run=run: run(ties="random"), "error", r"'ties' must be one of"),
+                Case(f, "'convention' unknown", lambda run=run: run(convention="trec"), "error",
+                     r"'convention' must be one of"),
+                Case(f, "'convention' None", lambda run=run: run(convention=None), "error",
+                     r"'convention' must be one of .*; got None"),
+                Case(f, "'relevance_threshold' NaN", lambda run=run: run(relevance_threshold=float("nan")), "error",
+                     r"'relevance_threshold' must be a finite number or None; got nan", exception=TypeError),
+                Case(f, "'relevance_threshold' a string", lambda run=run: run(relevance_threshold="2"), "error",
+                     r"'relevance_threshold' must be a finite number or None; got '2'", exception=TypeError)]
+    out += [Case("calc_reco_metrics", "ties='optimistic' with break_ties_with_noise=True",
+                 lambda: calc(ties="optimistic", break_ties_with_noise=True), "error",
+                 r"ties='optimistic' orders equal scores by its own rule; break_ties_with_noise=True"),
+            Case("calc_reco_metrics", "ties='average' with AP (not defined for it)",
+                 lambda: calc(ties="average"), "error", r"ties='average' .* is defined for"),
+            Case("top_k", "'ties' (not an option of top_k)", lambda: top_k(ties="optimistic"), "error",
+                 r"unexpected keyword argument 'ties'", exception=TypeError)]
+    return out
+
+
 def all_cases():
     cases = (_calc_cases() + _evaluate_cases() + _evaluator_cases() + _top_k_cases() + _lists_cases() + _beyond_cases()
-             + _stats_cases() + _data_cases())
+             + _stats_cases() + _data_cases() + _option_cases())
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), [i for i, n in collections.Counter(ids).items() if n > 1]
     return cases

@@ -59,6 +59,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     """
     import dask.dataframe as dd
     client = parts.client_of(client)
+    include_missing = v.check_flag(include_missing, "include_missing")
     if include_missing and group_by is not None:
         raise ValueError("include_missing=True with 'group_by' is not supported on Dask: a partition of users does "
                          "not see every run. Evaluate each run on its own (filter recs by run), or on one machine.")

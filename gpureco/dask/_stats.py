@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from .. import _validation as v
 from ..analysis._stats import summarize as summarize_one
 from . import _partitions as parts
 
@@ -84,6 +85,7 @@ def summary(per_user, counts=False):
     >>> gpureco.dask.summary(per_user)
     {'P@1': 0.5, 'NDCG@2': 0.375, 'users': 3.0, 'nan_users': 1.0}
     """
+    counts = v.check_flag(counts, "counts")
     if parts.is_dask_frame(per_user):
         states = per_user.map_partitions(_state_of_partition, meta=(None, object)).compute()
     elif isinstance(per_user, pd.DataFrame):

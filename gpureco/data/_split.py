@@ -125,7 +125,8 @@ def split_reco_train_test(X, split_type="separated", users_test_fraction=0.1, ma
     rng = np.random.default_rng(seed)
     nnz = np.diff(X.indptr)
     n_test = _n_test_items(nnz, items_test_fraction)
-    eligible = _eligible(nnz, n_test, n_items, min_items_pool, min_pos_test, bool(consider_cold_start))
+    eligible = _eligible(nnz, n_test, n_items, min_items_pool, min_pos_test,
+                         v.check_flag(consider_cold_start, "consider_cold_start"))
     if split_type == "all":
         return _split_rows(X, n_test, rng)
 
