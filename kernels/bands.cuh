@@ -1,5 +1,6 @@
-// A pool item's place among a user's test items, from its filter score: shared by the rank
-// kernels (rank_tile.cu over cuBLAS score tiles, fused_rank.cu over scores it computes).
+// A pool item's place among a user's test items, from its filter score, and the warp queue of
+// the items the filter cannot place: shared by the rank kernels (rank_tile.cu over cuBLAS
+// score tiles, fused_rank.cu over scores it computes).
 #pragma once
 #include "common.cuh"
 
@@ -49,4 +50,32 @@ __device__ __forceinline__ int64_t gr_place(const Bands<T>& bands, int64_t m, T 
     const int64_t c = bands.count_above(m, s);
     if (c >= m) return GR_NOWHERE;
     return s > bands.high(c) ? c : GR_DEFER;
+}
+
+#define GR_QUEUE 64  // per warp: items waiting for their defined score (two rounds of 32)
+
+// Called by every lane of a warp, each with its own `defer` and `entry`: the deferred entries
+// join the warp's queue (`queued`, its length, is the same in every lane), and when 32 wait,
+// every lane settles one, so that one lane's F products in float64 do not hold up the other
+// 31 lanes of its warp.
+template <typename Settle>
+__device__ __forceinline__ void gr_defer(int32_t* queue, int& queued, bool defer, int32_t entry,
+                                         const Settle& settle) {
+    const int lane = threadIdx.x & 31;
+    const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
+    if (defer) queue[queued + __popc(deferring & ((1u << lane) - 1u))] = entry;
+    queued += __popc(deferring);
+    if (queued >= 32) {  // a full round: every lane settles one of the last 32
+        __syncwarp();
+        queued -= 32;
+        settle(queue[queued + lane]);
+        __syncwarp();
+    }
+}
+
+// The entries still queued after the warp's last gr_defer, one per lane.
+template <typename Settle>
+__device__ __forceinline__ void gr_drain(const int32_t* queue, int queued, const Settle& settle) {
+    __syncwarp();
+    if ((int)(threadIdx.x & 31) < queued) settle(queue[threadIdx.x & 31]);
 }

@@ -27,7 +27,6 @@
 #ifndef FUSED_SHARED_TESTS
 #define FUSED_SHARED_TESTS 1920  // test items of a block's users held in shared memory; more: global memory
 #endif
-#define FUSED_QUEUE 64      // per warp: pool items waiting for their defined score
 #define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span is at most 2^24 items)
 
 static_assert(FUSED_ITEMS == FUSED_USERS, "thread r < FUSED_USERS also reads the bias of the tile's item r");
@@ -70,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     __shared__ float sh_bias[FUSED_ITEMS];
     __shared__ float sh_min[FUSED_USERS];  // row r's pool statistics so far (filter scores)
     __shared__ float sh_max[FUSED_USERS];
-    __shared__ int32_t warp_queue[FUSED_THREADS / 32][FUSED_QUEUE];
+    __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];
 
     // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
     const int64_t b0 = (int64_t)blockIdx.x * FUSED_USERS;
@@ -80,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
     const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
     const bool in_shared = n_tests <= FUSED_SHARED_TESTS;
-    const int t = threadIdx.x, lane = t & 31;
+    const int t = threadIdx.x;
     const int ty = t >> 4, tx = t & 15;  // this thread's scores: rows row(0 .. 7) x items col(0 .. 7) of a tile
     const auto row = [&](int i) { return (i < 4 ? 0 : FUSED_USERS / 2) + 4 * ty + (i & 3); };
     const auto col = [&](int j) { return (j < 4 ? 0 : FUSED_ITEMS / 2) + 4 * tx + (j & 3); };
@@ -213,17 +212,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
                     if (p >= 0) atomicAdd(&counts[p], 1);
                     defer = p == GR_DEFER;
                 }
-                const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
-                if (defer)
-                    queue[queued + __popc(deferring & ((1u << lane) - 1u))] =
-                        (r << FUSED_ITEM_BITS) | (int32_t)(j0 + c - span_begin);
-                queued += __popc(deferring);
-                if (queued >= 32) {  // a full round: every lane settles one of the last 32
-                    __syncwarp();
-                    queued -= 32;
-                    settle_entry(queue[queued + lane]);
-                    __syncwarp();
-                }
+                gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + c - span_begin), settle_entry);
             }
             for (int off = 8; off > 0; off >>= 1) {  // row(i)'s 16 threads are one half of a warp
                 mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
@@ -236,8 +225,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
         }
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
-    __syncwarp();
-    if (lane < queued) settle_entry(queue[lane]);
+    gr_drain(queue, queued, settle_entry);
 
     // pool statistics: row(i)'s non-finite flag from its half-warp; its minimum and maximum
 #pragma unroll

@@ -22,7 +22,6 @@
 #define RANK_SPAN 65536  // items of one block (_gpu.TILE_ITEMS); a multiple of 32
 #endif
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
-#define RANK_QUEUE 64  // per warp: pool items waiting for their defined score (2 rounds of 32)
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
@@ -38,7 +37,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_SHARED_TESTS];
     __shared__ int64_t train_range[2];
-    __shared__ int32_t warp_queue[RANK_THREADS / 32][RANK_QUEUE];
+    __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
 
     const int64_t b = blockIdx.x;  // user of the batch
     const int64_t span_begin = (int64_t)blockIdx.y * RANK_SPAN;
@@ -100,18 +99,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             if (c >= 0) atomicAdd(&counts[c], 1);
             defer = c == GR_DEFER;
         }
-        const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
-        if (defer) queue[queued + __popc(deferring & ((1u << lane) - 1u))] = (int32_t)j;
-        queued += __popc(deferring);
-        if (queued >= 32) {  // a full round: every lane settles one of the last 32
-            __syncwarp();
-            queued -= 32;
-            settle(queue[queued + lane]);
-            __syncwarp();
-        }
+        gr_defer(queue, queued, defer, (int32_t)j, settle);
     }
-    __syncwarp();
-    if (lane < queued) settle(queue[lane]);
+    gr_drain(queue, queued, settle);
     gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
     if (in_shared) {
         __syncthreads();

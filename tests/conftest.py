@@ -23,6 +23,21 @@ def random_problem(rng, n_users=40, n_items=30, n_factors=4, train_density=0.2, 
     return X_train, X_test, A, B
 
 
+def problem_with_special_users(seed, n_users, n_items, n_factors, test_density, dtype, integer):
+    """A random_problem (CSR interactions, factors, biases) with the users a backend treats
+    apart: NaN scores (user 0), constant scores (1), no test items (2), no training items (3)."""
+    rng = np.random.default_rng(seed)
+    X_train, X_test, A, B = random_problem(rng, n_users=n_users, n_items=n_items, n_factors=n_factors,
+                                           train_density=0.1, test_density=test_density, integer_factors=integer,
+                                           graded=True, dtype=dtype)
+    A[0, 1] = np.nan
+    A[1] = 0
+    X_test[2] = 0
+    X_train[3] = 0
+    bias = rng.integers(-2, 3, size=n_items).astype(np.float64) if integer else rng.standard_normal(n_items)
+    return to_csr(X_train), to_csr(X_test), A, B, bias
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

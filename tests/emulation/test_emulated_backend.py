@@ -11,7 +11,7 @@ import pytest
 
 import gpu_model
 import gpureco
-from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
+from conftest import assert_identical, cpu_and_gpu, problem_with_special_users
 from emulation.device import emulated_device
 from emulation.emulator import have_compiler
 from gpureco.engine import _gpu, _scores
@@ -33,17 +33,7 @@ def tiles(monkeypatch):
 
 
 def problem(seed, n_users=14, dtype=np.float64, integer=False):
-    """A random problem with the special users the backend treats apart: NaN scores, constant
-    scores, no test items, no training items."""
-    rng = np.random.default_rng(seed)
-    X_train, X_test, A, B = random_problem(rng, n_users=n_users, n_items=N_ITEMS, n_factors=4, train_density=0.1,
-                                           test_density=0.01, integer_factors=integer, graded=True, dtype=dtype)
-    A[0, 1] = np.nan
-    A[1] = 0
-    X_test[2] = 0
-    X_train[3] = 0
-    bias = rng.integers(-2, 3, size=N_ITEMS).astype(np.float64) if integer else rng.standard_normal(N_ITEMS)
-    return to_csr(X_train), to_csr(X_test), A, B, bias
+    return problem_with_special_users(seed, n_users, N_ITEMS, 4, 0.01, dtype, integer)
 
 
 METRIC_CASES = {

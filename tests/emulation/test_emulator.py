@@ -821,9 +821,8 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "off-by-one j <= span_n": ("rank_tile.cu", "if (j < span_n && !(train_bits", "if (j <= span_n && !(train_bits", 1),
     "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
     "bands from the wrong end": ("bands.cuh", "if (low(mid) > s)", "if (high(mid) > s)", 1),
-    "a round settled before the warp's queue is written": ("rank_tile.cu", "__syncwarp();", "", 1),
-    "the last queued item never settled": ("rank_tile.cu", "if (lane < queued) settle", "if (lane + 1 < queued) settle",
-                                           1),
+    "a round settled before the warp's queue is written": ("bands.cuh", "__syncwarp();", "", 1),
+    "the last queued item never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle", 1),
     "off-by-one c <= m": ("rank_tile.cu", "if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
     "missing barrier after the training bitmap": ("rank_tile.cu", "__syncthreads();", "", 2),
     "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
@@ -845,30 +844,38 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
 
 
-FUSED_MUTANTS = {
-    "missing barrier after a factor step": ("            if (more) store(buf ^ 1);\n            __syncthreads();",
+FUSED_MUTANTS = {  # (file, old, new)
+    "missing barrier after a factor step": ("fused_rank.cu",
+                                            "            if (more) store(buf ^ 1);\n            __syncthreads();",
                                             "            if (more) store(buf ^ 1);"),
-    "missing barrier after a tile": ("        __syncthreads();  // the next tile's", "        // the next tile's"),
-    "training items not masked": ("!((train_bits[r][c >> 5] >> (c & 31)) & 1u)", "true"),
-    "the last factor left out": ("k < n_factors - k0; ++k) multiply(k)", "k < n_factors - k0 - 1; ++k) multiply(k)"),
-    "a tile's last item skipped": ("j0 + c < span_end && !(", "j0 + c + 1 < span_end && !("),
-    "half a warp's pool statistics": ("for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
-    "the last queued items never settled": ("if (lane < queued) settle_entry", "if (lane + 1 < queued) settle_entry"),
-    "shared counts never flushed": ("if (sh_cnt[i]) atomicAdd", "if (false) atomicAdd"),
-    "biases left out": ("if (bias) s = s + sh_bias[c];", ""),
-    "a row's minimum from its last tile alone": ("sh_min[r] = fmin(sh_min[r], mn);", "sh_min[r] = mn;"),
+    "missing barrier after a tile": ("fused_rank.cu", "        __syncthreads();  // the next tile's",
+                                     "        // the next tile's"),
+    "training items not masked": ("fused_rank.cu", "!((train_bits[r][c >> 5] >> (c & 31)) & 1u)", "true"),
+    "the last factor left out": ("fused_rank.cu", "k < n_factors - k0; ++k) multiply(k)",
+                                 "k < n_factors - k0 - 1; ++k) multiply(k)"),
+    "a tile's last item skipped": ("fused_rank.cu", "j0 + c < span_end && !(", "j0 + c + 1 < span_end && !("),
+    "half a warp's pool statistics": ("fused_rank.cu", "for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
+    "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
+    "shared counts never flushed": ("fused_rank.cu", "if (sh_cnt[i]) atomicAdd", "if (false) atomicAdd"),
+    "biases left out": ("fused_rank.cu", "if (bias) s = s + sh_bias[c];", ""),
+    "a row's minimum from its last tile alone": ("fused_rank.cu", "sh_min[r] = fmin(sh_min[r], mn);",
+                                                 "sh_min[r] = mn;"),
 }
 
 
 @pytest.mark.parametrize("mutant", FUSED_MUTANTS)
-def test_fused_rank_mutants_are_caught(real, mutant):
+def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=45, dtype=np.float32, n_users=130, n_items=1500, n_factors=11, integer=True, train_density=0.2,
                 test_density=0.008)  # 12 test items a user: a block's in shared memory
     launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
     want = run(gpu_model.fused_rank, launches, outputs)
     assert not caught(real["fused_rank"].get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
-    source = mutate((KERNELS / "fused_rank.cu").read_text(), *FUSED_MUTANTS[mutant])
-    assert caught(module("fused_rank", source).get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
+    file, old, new = FUSED_MUTANTS[mutant]
+    for path in KERNELS.glob("*.cu*"):  # a copy of the kernels with the file mutated
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / file).write_text(mutate((KERNELS / file).read_text(), old, new))
+    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
 
 
 def test_topk_tile_missing_barrier_is_caught(real):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpureco
-from conftest import assert_identical, cpu_and_gpu, random_problem, to_csr
+from conftest import assert_identical, cpu_and_gpu, problem_with_special_users
 from emulation.device import emulated_device
 from emulation.emulator import have_compiler
 from gpureco.engine import _gpu
@@ -31,18 +31,7 @@ def fused(monkeypatch):
 
 
 def problem(seed, n_users=20, n_factors=13, integer=False, test_density=0.02):
-    """float32 factors with the users the backend treats apart: NaN scores (user 0), constant
-    scores (1), no test items (2), no training items (3)."""
-    rng = np.random.default_rng(seed)
-    X_train, X_test, A, B = random_problem(rng, n_users=n_users, n_items=N_ITEMS, n_factors=n_factors,
-                                           train_density=0.1, test_density=test_density, integer_factors=integer,
-                                           graded=True, dtype=np.float32)
-    A[0, 1] = np.nan
-    A[1] = 0
-    X_test[2] = 0
-    X_train[3] = 0
-    bias = rng.integers(-2, 3, size=N_ITEMS).astype(np.float64) if integer else rng.standard_normal(N_ITEMS)
-    return to_csr(X_train), to_csr(X_test), A, B, bias
+    return problem_with_special_users(seed, n_users, N_ITEMS, n_factors, test_density, np.float32, integer)
 
 
 def no_cublas(cupy, monkeypatch):
