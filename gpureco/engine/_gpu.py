@@ -28,7 +28,8 @@ FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu
 FUSED_SHARED_TESTS = 1920  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, 1 << 23  # fused_rank's grid: about this many blocks (15 waves of an H100's 264); items of one below 2^24
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set. Off:
-# proven identical under the emulation, its speed not yet measured on a GPU (bench_gpu --fused).
+# proven identical under the emulation, its speed not yet measured on a GPU (bench_gpu.py and
+# bench_gpu_sweep.py time it beside the tiles).
 FUSED = False
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
@@ -331,23 +332,25 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         pool_max = cp.zeros(nb, dtype=cp.uint64)
         nonfinite = cp.zeros(nb, dtype=cp.int32)
         tol = scorer.tolerance(batch, user_rows)
-        tile = min(n_items, TILE_ITEMS)
-        if fused:
+        if fused:  # one launch: the kernel scores and counts
             span = fused_span(nb, n_items)
             kernel("fused_rank", "fused_rank_f32")(
                 ((nb + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), (FUSED_THREADS,),
                 (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                  np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,
                  pool_min, pool_max, nonfinite, tol, seed, noise))
-        elif nb not in buffers:
-            buffers.clear()
-            buffers[nb] = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
-        for item_begin in range(0, 0 if fused else n_items, tile):
-            n = min(tile, n_items - item_begin)
-            S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
-            rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
-                 (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices, tests_begin,
-                  scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(), seed, noise))
+        else:  # a score tile at a time, counted by rank_tile
+            tile = min(n_items, TILE_ITEMS)
+            if nb not in buffers:
+                buffers.clear()
+                buffers[nb] = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
+            for item_begin in range(0, n_items, tile):
+                n = min(tile, n_items - item_begin)
+                S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
+                rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
+                     (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices,
+                      tests_begin, scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(),
+                      seed, noise))
         mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)
         bad = (nonfinite != 0) | cp.isinf(mn) | cp.isinf(mx)
         if not scorer.given:  # the filter cannot settle these: the defined scores of the whole pool
@@ -385,7 +388,8 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
 
 def fused_span(n_users, n_items):
     """Items of one fused_rank block: a multiple of FUSED_ITEMS, about FUSED_BLOCKS blocks in all
-    (fewer spans, fewer passes over the users' set-up and fewer count flushes), at most FUSED_MAX_SPAN."""
+    (enough waves that the last one's tail is short, few enough that each block's set-up and
+    count flush are rare), at most FUSED_MAX_SPAN."""
     tiles = -(-n_items // FUSED_ITEMS)
     spans = min(tiles, max(-(-FUSED_BLOCKS // -(-n_users // FUSED_USERS)), -(-n_items // FUSED_MAX_SPAN)))
     return -(-tiles // spans) * FUSED_ITEMS
