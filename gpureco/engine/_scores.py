@@ -73,8 +73,9 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     float64 (in order): each is within gamma_(F+2) * (sum_f |a_f| |b_jf| + |bias_j|) of the
     real value; underflow adds at most one smallest normal number per term. The sum is at
     most sum_f |a_f| max_j |b_jf| (item_abs_max), and, by Cauchy-Schwarz, at most ||a|| times
-    the largest ||b_j|| (item_norm_max, when given): the smaller of the two is taken (the
-    second is about 3 times smaller for 128 normal factors and a million items).
+    the largest ||b_j|| (item_norm_max, when given; each norm allowed sqrt(F * tiny) for
+    squares that underflow): the smaller of the two is taken (the second is about 3 times
+    smaller for 128 normal factors and a million items).
 
     With `tf32` the fast score is split_tf32's (hi*lo + lo*hi) + hi*hi on tensor cores: two
     GEMMs, the second adding to the first (FactorScores.tile). The split leaves out less than
