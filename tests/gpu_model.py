@@ -119,12 +119,53 @@ def pair_scores_kernel(grid, block, args):
     keys[:] = tie_keys(users.astype(np.int64), items.astype(np.int64), int(seed), int(noise))
 
 
-def pool_stats(grid, block, args):
-    users, n_items, train_indptr, train_indices, A, B, n_factors, bias, pool_min, pool_max, nonfinite = args
+def _pool_stats(u, n_items, train_indptr, train_indices, A, B, n_factors, bias):
+    """(min, max, non-finite) of the defined scores of user u's pool, as _reduce_stats folds them."""
+    items = _pool(train_indptr, train_indices, u, 0, int(n_items))
+    stats = np.array([np.iinfo(np.uint64).max], dtype=np.uint64), np.zeros(1, dtype=np.uint64), np.zeros(1, np.int32)
+    _reduce_stats(0, _defined(np.full(items.shape[0], u), items, A, B, n_factors, bias), *stats)
+    return stats
+
+
+def finish_batch(grid, block, args):
+    """kernels/exact_scores.cu finish_batch: the pool statistics (recounted from the defined
+    scores where the filter cannot settle them) and the test items' ranks of a batch, written
+    at the users' rows and test entries."""
+    (users, tests_begin, counts, test_scores, entry, tol, given, tie_mode, n_items, train_indptr, train_indices, A, B,
+     n_factors, bias, pool_min, pool_max, nonfinite, ranks, scores_out, user_min, user_max, user_bad) = args
     for b in range(grid[0]):
-        items = _pool(train_indptr, train_indices, int(users[b]), 0, int(n_items))
-        _reduce_stats(b, _defined(np.full(items.shape[0], users[b]), items, A, B, n_factors, bias),
-                      pool_min, pool_max, nonfinite)
+        u = int(users[b])
+        mn, mx = from_order_key(pool_min[b: b + 1])[0], from_order_key(pool_max[b: b + 1])[0]
+        bad = nonfinite[b] != 0 or np.isinf(mn) or np.isinf(mx)
+        if not given and (bad or not mx - mn > 2.0 * tol[b]):
+            stats = _pool_stats(u, n_items, train_indptr, train_indices, A, B, n_factors, bias)
+            pool_min[b], pool_max[b], nonfinite[b] = (s[0] for s in stats)
+            mn, mx = from_order_key(pool_min[b: b + 1])[0], from_order_key(pool_max[b: b + 1])[0]
+        user_min[u], user_max[u] = mn, mx
+        user_bad[u] = nonfinite[b] != 0 or np.isinf(mn) or np.isinf(mx)
+        t0, t1 = int(tests_begin[b]), int(tests_begin[b + 1])
+        if t1 == t0:
+            continue
+        above = np.cumsum(counts[t0:t1].astype(np.int64))  # integers: a scan is exact
+        s = test_scores[t0:t1]
+        start = np.ones(t1 - t0, dtype=bool)
+        start[1:] = s[1:] != s[:-1]  # tie groups (NaN != NaN: each NaN its own)
+        first = np.flatnonzero(start)
+        group = np.cumsum(start) - 1
+        ends = np.append(first[1:], t1 - t0)
+        position = np.arange(t1 - t0)
+        r = (above + 1 + (position - first[group]) if tie_mode == 1
+             else above + 1 - (ends[group] - position) if tie_mode == 2 else above)
+        ranks[entry[t0:t1]] = r
+        if not _is_null(scores_out):
+            scores_out[entry[t0:t1]] = s
+
+
+def from_order_key(keys):
+    """kernels/common.cuh gr_from_order_key, elementwise (the inverse of _scores.order_key)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    bits = np.where((keys >> np.uint64(63)).astype(bool), keys & np.uint64((1 << 63) - 1), ~keys)
+    return bits.view(np.float64)
 
 
 def abs_max_columns(grid, block, args):
@@ -229,7 +270,7 @@ def _adversarial_float_arithmetic(cupy, rng):
 
 class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
-                 "pair_scores_f64": pair_scores_kernel, "pool_stats_f32": pool_stats, "pool_stats_f64": pool_stats,
+                 "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,

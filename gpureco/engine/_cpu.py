@@ -26,6 +26,9 @@ class CpuRanking:
         self.pool_max = np.full(n_users, np.nan)
         self.nonfinite = np.zeros(n_users, dtype=np.uint8)
 
+    def host(self):
+        return self
+
 
 def score_block(user_rows, B, biases, out):
     """Filter scores of the users whose factors are `user_rows` for every item: a (n_users,

@@ -35,7 +35,7 @@ class Problem:
     device: tuple = ("cpu", None)  # _backend.resolve_device's answer; A, B, item_biases live there
     tf32: bool = False
     score_rows: object = None  # given scores instead of factors: user ids -> float64 (n, n_items) rows
-    cache: dict = field(default_factory=dict)  # the GPU backend's copies of X_train and X_test, kept by an Evaluator
+    cache: dict = field(default_factory=dict)  # the GPU backend's copy of X_train, kept by an Evaluator
 
     @property
     def n_users(self):
@@ -134,13 +134,13 @@ def _evaluate(problem, request, rows=None):
         max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
         rankings = [_cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2,
                                     tie_mode=mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]
-    ranking = rankings[0]
+    ranking = rankings[0].host()
     # integers from here on: the metrics are computed on the host, in one defined order
-    nonfinite = host_array(ranking.nonfinite)[rows].astype(bool)
-    pool_min, pool_max = host_array(ranking.pool_min)[rows], host_array(ranking.pool_max)[rows]
-    ranks, gains = host_array(ranking.ranks), problem.X_test.data
+    nonfinite = ranking.nonfinite[rows].astype(bool)
+    pool_min, pool_max = ranking.pool_min[rows], ranking.pool_max[rows]
+    ranks, gains = ranking.ranks, problem.X_test.data
     if len(modes) == 2:
-        last, scores = host_array(rankings[1].ranks), host_array(ranking.test_scores)
+        last, scores = rankings[1].host().ranks, ranking.test_scores
     if rows.shape[0] < problem.n_users:  # the test entries of `rows`, in their order
         entries = row_entries(np, problem.X_test.indptr, rows)[1]
         ranks, gains = ranks[entries], gains[entries]

@@ -23,6 +23,7 @@ from ._scores import order_key, row_entries, score_tolerance, select_top_k, spli
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
+FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user's block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
 FUSED_SHARED_TESTS = 1920  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
@@ -243,15 +244,27 @@ class GivenScores:
 
 
 class GpuRanking:
-    """Ranks, pool minimum, maximum and non-finite flag of every evaluated user (device arrays),
-    and, when asked, the test entries' defined scores."""
+    """Ranks, pool minimum, maximum and non-finite flag of every evaluated user, and, when
+    asked, the test entries' defined scores: views of one device buffer, so that host() copies
+    them back at once (xp: cupy; numpy for that copy)."""
 
-    def __init__(self, cp, n_users, nnz_test, with_scores=False):
-        self.ranks = cp.zeros(nnz_test, dtype=cp.int64)
-        self.test_scores = cp.full(nnz_test, cp.nan) if with_scores else None
-        self.pool_min = cp.full(n_users, cp.nan)
-        self.pool_max = cp.full(n_users, cp.nan)
-        self.nonfinite = cp.zeros(n_users, dtype=cp.uint8)
+    def __init__(self, xp, n_users, nnz_test, with_scores=False, buffer=None):
+        self.shape = (n_users, nnz_test, with_scores)
+        floats = 2 * n_users + (nnz_test if with_scores else 0)
+        if buffer is None:  # ranks 0; pool statistics and test scores NaN; flags 0
+            buffer = xp.zeros(nnz_test + floats + -(-n_users // 8), dtype=xp.int64)
+            buffer[nnz_test: nnz_test + floats].view(xp.float64).fill(np.nan)
+        self.buffer = buffer
+        self.ranks = buffer[:nnz_test]
+        stats = buffer[nnz_test: nnz_test + floats].view(xp.float64)
+        self.pool_min, self.pool_max = stats[:n_users], stats[n_users: 2 * n_users]
+        self.test_scores = stats[2 * n_users:] if with_scores else None
+        self.nonfinite = buffer[nnz_test + floats:].view(xp.uint8)[:n_users]
+
+    def host(self):
+        """The same on the host, in one copy."""
+        copy = getattr(self.buffer, "get", None)  # (NumPy arrays: the tests' model of the device)
+        return GpuRanking(np, *self.shape, buffer=np.asarray(self.buffer if copy is None else copy()))
 
 
 def batches(n_users, first_size, run):
@@ -295,7 +308,6 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     tie modes and test scores included."""
     cp = _backend.cupy()
     train_indptr, train_indices = _device_csr(problem.X_train, problem.cache)
-    test_indptr, test_indices = _device_csr(problem.X_test, problem.cache)
     result = GpuRanking(cp, problem.n_users, problem.X_test.nnz, with_scores)
     n_items = problem.n_items
     max_test = int(np.diff(problem.X_test.indptr)[users].max(initial=0))
@@ -307,17 +319,19 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     users_d = cp.asarray(users)
     buffers = {}
     rank = kernel("rank_tile", f"rank_tile_{scorer.suffix}")
-    stats = kernel("exact_scores", f"pool_stats_{scorer.suffix}")
+    finish = kernel("exact_scores", f"finish_batch_{scorer.suffix}")
     # the tie modes: the pool's keys are item + 1 (noise 2), the test items' 0 or UINT64_MAX
     seed, noise = np.uint64(problem.seed), np.int32(2 if tie_mode else problem.break_ties_with_noise)
 
     def run(begin, end):
         batch = users_d[begin:end]
         nb = end - begin
-        # the batch's test entries, sorted best-first per user by defined score, then tie key
-        local, entry, tests_begin = row_entries(cp, test_indptr, batch)
+        # the batch's test entries, found on the host (the CSR offsets are there) and copied at once
+        local, entry, tests_begin = row_entries(np, problem.X_test.indptr, users[begin:end])
         m = entry.shape[0]
-        items = test_indices[entry].astype(cp.int64)
+        packed = cp.asarray(np.concatenate([local, entry, problem.X_test.indices[entry], tests_begin]))
+        local, entry, items, tests_begin = packed[:m], packed[m: 2 * m], packed[2 * m: 3 * m], packed[3 * m:]
+        # sorted best-first per user by defined score, then tie key
         user_rows = scorer.user_rows(batch)
         scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
         if tie_mode:  # equal keys: the test items of one score by ascending item (entry)
@@ -351,36 +365,12 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
                      (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices,
                       tests_begin, scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(),
                       seed, noise))
-        mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)
-        bad = (nonfinite != 0) | cp.isinf(mn) | cp.isinf(mx)
-        if not scorer.given:  # the filter cannot settle these: the defined scores of the whole pool
-            unsure = cp.flatnonzero(bad | ~(mx - mn > 2.0 * tol))
-            if unsure.shape[0]:
-                sub_min = cp.full(unsure.shape[0], np.iinfo(np.uint64).max, dtype=cp.uint64)
-                sub_max = cp.zeros(unsure.shape[0], dtype=cp.uint64)
-                sub_bad = cp.zeros(unsure.shape[0], dtype=cp.int32)
-                stats((int(unsure.shape[0]),), (256,), (batch[unsure], np.int64(n_items), train_indptr, train_indices,
-                                                       *scorer.launch_args(), sub_min, sub_max, sub_bad))
-                pool_min[unsure], pool_max[unsure], nonfinite[unsure] = sub_min, sub_max, sub_bad
-                mn, mx = _from_order_key(cp, pool_min), _from_order_key(cp, pool_max)
-                bad = (nonfinite != 0) | cp.isinf(mn) | cp.isinf(mx)
-        result.pool_min[batch], result.pool_max[batch], result.nonfinite[batch] = mn, mx, bad.astype(cp.uint8)
-        # rank of the i-th best test item = counts[0] + ... + counts[i] within its user
-        total = cp.cumsum(counts, dtype=cp.int64)
-        before_user = (total - counts)[cp.minimum(tests_begin[:-1], max(m - 1, 0))] if m else total
-        ranks = total - before_user[local[order]]
-        if tie_mode and m:  # counts[c] gathered a tie group [g0, g1)'s own items at g1 (optimistic) or g0
-            position = cp.arange(m, dtype=cp.int64)
-            start = cp.ones(m, dtype=bool)
-            start[1:] = (local[order][1:] != local[order][:-1]) | (scores[1:] != scores[:-1])
-            group = cp.cumsum(start, dtype=cp.int64) - 1  # integers: a scan is exact
-            first = cp.flatnonzero(start)
-            ends = cp.concatenate([first[1:], cp.asarray([m])])
-            ranks = (ranks + 1 + (position - first[group]) if tie_mode == 1
-                     else ranks + 1 - (ends[group] - position))
-        result.ranks[entry] = ranks
-        if with_scores:
-            result.test_scores[entry] = scores
+        # the pool statistics (those the filter cannot settle from the defined scores) and the
+        # ranks, into `result`: one launch, no synchronisation
+        finish((nb,), (FINISH_THREADS,), (
+            batch, tests_begin, counts, scores, entry, tol, np.int32(scorer.given), np.int32(tie_mode), np.int64(n_items),
+            train_indptr, train_indices, *scorer.launch_args(), pool_min, pool_max, nonfinite, result.ranks,
+            result.test_scores if with_scores else _null(), result.pool_min, result.pool_max, result.nonfinite))
 
     batches(users.shape[0], rows, run)
     return result
@@ -393,13 +383,6 @@ def fused_span(n_users, n_items):
     tiles = -(-n_items // FUSED_ITEMS)
     spans = min(tiles, max(-(-FUSED_BLOCKS // -(-n_users // FUSED_USERS)), -(-n_items // FUSED_MAX_SPAN)))
     return -(-tiles // spans) * FUSED_ITEMS
-
-
-def _from_order_key(cp, keys):
-    """The inverse of order_key (kernels/common.cuh gr_from_order_key)."""
-    top = (keys >> cp.uint64(63)).astype(bool)
-    bits = cp.where(top, keys & cp.uint64((1 << 63) - 1), ~keys)
-    return bits.view(cp.float64)
 
 
 def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):

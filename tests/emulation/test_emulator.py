@@ -502,6 +502,25 @@ class Problem:
                    np.zeros(nb, dtype=np.uint64), np.zeros(nb, dtype=np.int32))
         return (tests_begin, scores[order], keys[order]), outputs
 
+    def finish_launch(self, batch, counts, pool_min, pool_max, nonfinite, tie_mode=0, with_scores=False):
+        """The finish_batch launch after a batch's rank kernels (their outputs given), as
+        _gpu.rank_users makes it, and its outputs: the batch's pool statistics (recounted where
+        unsure), and the evaluation's ranks, test scores and per-user statistics."""
+        (tests_begin, scores, _), _ = self.tests(batch)
+        local, items = np.nonzero(self.test[batch])
+        order = np.lexsort([tie_keys(batch[local], items.astype(np.int64), self.seed, self.noise),
+                            ~order_key(np, self.defined(batch[local], items)), local.astype(np.uint64)])
+        every_user, every_item = np.nonzero(self.test)  # the entries of the evaluation's test CSR
+        entry = np.searchsorted(every_user * self.n_items + every_item, (batch[local] * self.n_items + items)[order])
+        n_users, nnz = self.test.shape[0], every_user.shape[0]
+        outputs = (pool_min.copy(), pool_max.copy(), nonfinite.copy(), np.full(nnz, -7, dtype=np.int64),
+                   np.full(nnz, -7.0) if with_scores else NULL, np.full(n_users, -7.0), np.full(n_users, -7.0),
+                   np.full(n_users, 7, dtype=np.uint8))
+        args = (batch, tests_begin, counts, scores, entry.astype(np.int64), self.tolerance(batch),
+                np.int32(self.mode != "factors"), np.int32(tie_mode), np.int64(self.n_items), self.train_indptr,
+                self.train_indices, *self.launch_args(), *outputs)
+        return [((batch.shape[0],), (256,), args)], tuple(o for o in outputs if isinstance(o, np.ndarray))
+
     def rank_launches(self, batch, tile, span=SPAN):
         """The rank_tile launches of one batch: [(grid, block, args)], sharing their outputs."""
         (tests_begin, scores, keys), outputs = self.tests(batch)
@@ -585,7 +604,7 @@ def pool(keys_min, keys_max, nonfinite):
     """The pool statistics as _gpu.rank_users reads them: (bad, min, max), min and max where not bad.
     (For a pool without a non-NaN score the model leaves keys that decode to NaN where the kernels
     fold +inf and -inf: both are bad, which is all gpureco reads then.)"""
-    mn, mx = _gpu._from_order_key(np, keys_min), _gpu._from_order_key(np, keys_max)
+    mn, mx = gpu_model.from_order_key(keys_min), gpu_model.from_order_key(keys_max)
     bad = (nonfinite != 0) | np.isinf(mn) | np.isinf(mx) | np.isnan(mn) | np.isnan(mx)
     return bad, np.where(bad, 0.0, mn), np.where(bad, 0.0, mx)
 
@@ -674,7 +693,7 @@ def test_fused_rank_equals_the_model(real, case):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_pair_scores_and_pool_stats_equal_the_model(real, dtype, with_bias):
+def test_pair_scores_equal_the_model(real, dtype, with_bias):
     p = Problem(seed=9, dtype=dtype, n_items=700, bias=with_bias)
     suffix = "f32" if dtype == np.float32 else "f64"
     rng = np.random.default_rng(10)
@@ -691,16 +710,6 @@ def test_pair_scores_and_pool_stats_equal_the_model(real, dtype, with_bias):
                       schedule=schedule, block_order=block_order, seed=seed)
             for g, w in zip(got, want):
                 np.testing.assert_array_equal(g, w)
-    batch = np.arange(7, dtype=np.int64)
-    outputs = (np.full(7, np.iinfo(np.uint64).max, dtype=np.uint64), np.zeros(7, dtype=np.uint64),
-               np.zeros(7, dtype=np.int32))
-    launches = [((7,), (256,), (batch, np.int64(700), p.train_indptr, p.train_indices, *p.launch_args(), *outputs))]
-    want = run(gpu_model.pool_stats, launches, outputs)
-    assert want[2][1] == 1 and want[2].sum() == 1  # the NaN user alone
-    for schedule, block_order, seed in SCHEDULES:
-        got = run(real["exact_scores"].get_function(f"pool_stats_{suffix}"), launches, outputs, schedule=schedule,
-                  block_order=block_order, seed=seed)
-        assert_same((None, *got), (None, *want), f"pool_stats, {schedule}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -791,6 +800,78 @@ def test_topk_tile_equals_the_model(real, case):
 
 
 # ---- seeded bugs: a mutated copy of a kernel must be caught ----
+
+FINISH_CASES = {
+    "f64": dict(seed=1),
+    "f32-ties": dict(seed=3, dtype=np.float32, integer=True),
+    "f64-ties-no-bias": dict(seed=4, integer=True, bias=False),
+    "f64-big-user": dict(seed=5, big_user=True, integer=True),
+    "given": dict(seed=7, mode="given"),
+    "biases": dict(seed=8, mode="biases", integer=True),
+}
+
+
+def finish_result(outputs):
+    """finish_batch's outputs as gpureco reads them: the batch's pool statistics as pool() has
+    them, the ranks (and test scores), and the users' statistics where not bad (a pool without a
+    non-NaN score has NaN where the kernel has infinities: both are bad); lists, so that == compares."""
+    *batch_stats, user_min, user_max, user_bad = outputs
+    bad = user_bad.astype(bool)
+    return ([a.tolist() for a in pool(*batch_stats[:3])]
+            + [(a.view(np.int64) if a.dtype.kind == "f" else a).tolist() for a in batch_stats[3:]]  # scores: bits
+            + [np.where(bad, 0.0, user_min).tolist(), np.where(bad, 0.0, user_max).tolist(), user_bad.tolist()])
+
+
+@pytest.mark.parametrize("case", FINISH_CASES)
+@pytest.mark.parametrize("tie_mode, with_scores", [(0, False), (1, True), (2, False)])
+def test_finish_batch_equals_the_model(real, case, tie_mode, with_scores):
+    """kernels/exact_scores.cu finish_batch after rank_tile: the pool statistics of the NaN user
+    (1) and of a pool whose filter scores are all equal (2) are recounted from the defined scores
+    (factor models); the ranks are the prefix sums of the counts, moved within tie groups by the
+    tie mode; the test scores are copied where asked."""
+    p = Problem(**FINISH_CASES[case])
+    batch = np.array([0, 1, 2, 3, 4, 6], dtype=np.int64)
+    counts, pool_min, pool_max, nonfinite = run(gpu_model.rank_tile, *p.rank_launches(batch, tile=5000))
+    pool_min[2] = pool_max[2] = order_key(np, np.array([12345.0]))[0]  # a constant pool, wrongly: recounted
+    launches, outputs = p.finish_launch(batch, counts, pool_min, pool_max, nonfinite, tie_mode, with_scores)
+    want = run(gpu_model.finish_batch, launches, outputs)
+    assert (want[-3][2] == 12345.0) == (p.mode != "factors")  # (given scores are the defined ones: kept)
+    ranks = want[3][want[3] != -7]
+    assert ranks.shape[0] == p.test[batch].sum() and ranks.max() > 0
+    if tie_mode and p.mode != "given":
+        assert len(set(ranks.tolist())) < ranks.shape[0] or tie_mode == 2  # tie groups were there to move
+    suffix = "f32" if p.dtype == np.float32 else "f64"
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["exact_scores"].get_function(f"finish_batch_{suffix}"), launches, outputs, schedule=schedule,
+                  block_order=block_order, seed=seed)
+        for g, w in zip(finish_result(got), finish_result(want)):
+            np.testing.assert_array_equal(g, w, err_msg=f"{case}, tie mode {tie_mode}, {schedule}")
+
+
+FINISH_MUTANTS = {  # (old, new, occurrence) in kernels/exact_scores.cu
+    "missing barrier after the reset": ("    __syncthreads();\n    if (unsure)", "    if (unsure)", 1),
+    "missing barrier after the recount": ("        __syncthreads();\n    }", "    }", 1),
+    "no recount": ("(bad || !(gr_add(mx, -mn) > gr_mul(2.0, tol[b])))", "bad", 1),
+    "ranks off by one": ("int64_t above = 0, first", "int64_t above = 1, first", 1),
+    "tie groups cut short": ("end < t1 && !(test_scores[end]", "end + 1 < t1 && !(test_scores[end]", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", FINISH_MUTANTS)
+def test_finish_batch_mutants_are_caught(real, mutant):
+    p = Problem(seed=22, integer=True, big_user=True, train_density=0.2)
+    trained = set(p.train_indices[p.train_indptr[3]: p.train_indptr[4]].tolist())
+    p.bias[next(j for j in range(32, 64) if j not in trained)] = 50.0  # user 3's best item, in warp 1's share
+    batch = np.arange(7, dtype=np.int64)
+    counts, pool_min, pool_max, nonfinite = run(gpu_model.rank_tile, *p.rank_launches(batch, tile=5000))
+    pool_min[3] = pool_max[3] = order_key(np, np.array([12345.0]))[0]  # recounted
+    launches, outputs = p.finish_launch(batch, counts, pool_min, pool_max, nonfinite, tie_mode=2)
+    want = run(gpu_model.finish_batch, launches, outputs)
+    assert not caught(real["exact_scores"].get_function("finish_batch_f64"), launches, outputs, want, finish_result)
+    source = mutate((KERNELS / "exact_scores.cu").read_text(), *FINISH_MUTANTS[mutant])
+    assert caught(module("exact_scores", source).get_function("finish_batch_f64"), launches, outputs, want,
+                  finish_result)
+
 
 def mutate(text, old, new, occurrence=1):
     """text with the occurrence-th `old` replaced by `new`; the mutation must apply."""
@@ -916,7 +997,7 @@ def test_wrong_mask_in_common_header_is_caught(real, tmp_path):
                                              r"thread \d+ \(lane (1[6-9]|2\d|3[01])\), which the mask does not name"):
         run(kernel, launches, outputs, schedule="forward")
     stats = module("exact_scores", (tmp_path / "exact_scores.cu").read_text(), include=tmp_path)
-    outputs = (np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.int32))
-    args = (np.arange(7, dtype=np.int64), np.int64(700), p.train_indptr, p.train_indices, *p.launch_args(), *outputs)
-    with pytest.raises(EmulationError, match="which the mask does not name"):
-        stats.get_function("pool_stats_f64")((7,), (256,), args)
+    counts, pool_min, pool_max, nonfinite = run(gpu_model.rank_tile, launches, outputs)
+    launches, outputs = p.finish_launch(np.arange(7, dtype=np.int64), counts, pool_min, pool_max, nonfinite)
+    with pytest.raises(EmulationError, match="which the mask does not name"):  # the recount of users 1 and 2
+        run(stats.get_function("finish_batch_f64"), launches, outputs, schedule="forward")

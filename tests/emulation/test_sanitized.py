@@ -26,7 +26,7 @@ from emulation.emulator import EmulationError, RawModule
 
 CLEAN = PRELUDE + """
 import gpu_model
-from emulation.test_emulator import KERNELS, Problem, assert_same, module, run, topk_result
+from emulation.test_emulator import KERNELS, Problem, assert_same, finish_result, module, run, topk_result
 from gpureco.engine import _gpu
 
 sanitized = {file: RawModule(code=(KERNELS / f"{file}.cu").read_text(), options=_gpu.compile_options(), sanitize=True)
@@ -38,10 +38,10 @@ for dtype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
     for schedule in ("forward", "shuffle"):
         got = run(sanitized["rank_tile"].get_function(f"rank_tile_{suffix}"), launches, outputs, schedule=schedule)
         assert_same(got, run(gpu_model.rank_tile, launches, outputs), f"rank_tile_{suffix}")
-    outputs = (np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.uint64), np.zeros(7, dtype=np.int32))
-    launches = [((7,), (256,), (batch, np.int64(6000), p.train_indptr, p.train_indices, *p.launch_args(), *outputs))]
-    got = run(sanitized["exact_scores"].get_function(f"pool_stats_{suffix}"), launches, outputs, schedule="reverse")
-    assert_same((None, *got), (None, *run(gpu_model.pool_stats, launches, outputs)), "pool_stats")
+    launches, outputs = p.finish_launch(batch, *run(gpu_model.rank_tile, launches, outputs), tie_mode=2,
+                                        with_scores=True)  # users 1 and 2 recounted
+    got = run(sanitized["exact_scores"].get_function(f"finish_batch_{suffix}"), launches, outputs, schedule="reverse")
+    assert finish_result(got) == finish_result(run(gpu_model.finish_batch, launches, outputs))
     launches, outputs = p.topk_launches(batch[:3], tile=4500, k=5)
     got = run(sanitized["topk_tile"].get_function(f"topk_tile_{suffix}"), launches, outputs, schedule="shuffle")
     assert topk_result(got) == topk_result(run(gpu_model.topk_tile, launches, outputs))
