@@ -149,6 +149,20 @@ def test_polars_like_frames_are_converted():
                                   gpureco.evaluate_lists(recs, truth, metrics="RR@2"))
 
 
+@pytest.mark.parametrize("include_missing", [False, True])
+def test_polars_frames_give_the_pandas_numbers(include_missing):
+    """Real polars frames (string items, a group column, float ratings, a score column with a
+    tie) give the pandas frames' result, DataFrame for DataFrame."""
+    polars = pytest.importorskip("polars")
+    recs, truth = random_lists(np.random.default_rng(7))
+    recs = recs.assign(score=-recs["rank"].astype(float).where(recs["rank"] != 2, -1.0))  # ranks 1 and 2 tie
+    kw = dict(metrics=["P@5", "R@5", "AP@5", "NDCG@5", "RR@5"], group_by="algorithm", include_missing=include_missing)
+    want = gpureco.evaluate_lists(recs.drop(columns="rank"), truth, **kw)
+    got = gpureco.evaluate_lists(polars.from_pandas(recs.drop(columns="rank")), polars.from_pandas(truth), **kw)
+    assert want.notna().to_numpy().sum() > 100
+    pd.testing.assert_frame_equal(got, want)
+
+
 def top_k_frame(scores, X_train, k, by):
     """The top-k lists of a score matrix (training items excluded, ties by item index), as a frame."""
     rows = []
