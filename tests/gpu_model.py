@@ -120,9 +120,10 @@ def pair_scores_kernel(grid, block, args):
 
 
 def _pool_stats(u, n_items, train_indptr, train_indices, A, B, n_factors, bias):
-    """(min, max, non-finite) of the defined scores of user u's pool, as _reduce_stats folds them."""
+    """(min, max, non-finite) of the defined scores of user u's pool, as _reduce_stats folds them,
+    from +inf and -inf as the kernel's (an empty pool: those)."""
     items = _pool(train_indptr, train_indices, u, 0, int(n_items))
-    stats = np.array([np.iinfo(np.uint64).max], dtype=np.uint64), np.zeros(1, dtype=np.uint64), np.zeros(1, np.int32)
+    stats = order_key(np, np.array([np.inf])), order_key(np, np.array([-np.inf])), np.zeros(1, np.int32)
     _reduce_stats(0, _defined(np.full(items.shape[0], u), items, A, B, n_factors, bias), *stats)
     return stats
 
@@ -222,6 +223,10 @@ def topk_tile(grid, block, args):
 class DeviceArray(np.ndarray):
     """The model's device arrays: NumPy arrays of their own type, so that a host array is not
     taken for a device one (isinstance(x, cupy.ndarray)) and really goes through asarray."""
+
+    def get(self):
+        """A host copy, as cupy.ndarray.get()."""
+        return np.array(self.view(np.ndarray))
 
 
 def _numbers_only(convert):

@@ -431,7 +431,8 @@ class Problem:
     to the kernels (gpureco/engine/_gpu.py: rank_users, top_k, _pair_scores)."""
 
     def __init__(self, seed, dtype=np.float64, n_users=7, n_items=9000, n_factors=3, integer=False, bias=True,
-                 mode="factors", noise=False, big_user=False, train_density=0.1, test_density=0.02):
+                 mode="factors", noise=False, big_user=False, train_density=0.1, test_density=0.02,
+                 empty_users=False):
         rng = np.random.default_rng(seed)
         self.dtype, self.mode, self.seed, self.noise = np.dtype(dtype), mode, 1000 + seed, noise
         self.n_items = n_items
@@ -455,6 +456,9 @@ class Problem:
         if big_user:  # more test items than rank_tile keeps in shared memory (1024)
             test[n_users - 1] = (u[n_users - 1] >= train_density) & (u[n_users - 1] < train_density + 0.2)
             assert test[n_users - 1].sum() > 1024
+        if empty_users:  # user 4 without test items; user 5's every item a training item (an empty pool)
+            test[4] = test[5] = False
+            train[5] = True
         self.train_indptr = np.concatenate([[0], np.cumsum(train.sum(axis=1))]).astype(np.int64)
         self.train_indices = np.flatnonzero(train.ravel()) % n_items
         self.train_indices = self.train_indices.astype(np.int32)
@@ -808,6 +812,8 @@ FINISH_CASES = {
     "f64-big-user": dict(seed=5, big_user=True, integer=True),
     "given": dict(seed=7, mode="given"),
     "biases": dict(seed=8, mode="biases", integer=True),
+    "f64-empty-users": dict(seed=9, empty_users=True),
+    "given-empty-users": dict(seed=10, mode="given", empty_users=True),
 }
 
 
@@ -830,12 +836,14 @@ def test_finish_batch_equals_the_model(real, case, tie_mode, with_scores):
     (factor models); the ranks are the prefix sums of the counts, moved within tie groups by the
     tie mode; the test scores are copied where asked."""
     p = Problem(**FINISH_CASES[case])
-    batch = np.array([0, 1, 2, 3, 4, 6], dtype=np.int64)
+    batch = np.array([0, 1, 2, 3, 4, 5, 6], dtype=np.int64)
     counts, pool_min, pool_max, nonfinite = run(gpu_model.rank_tile, *p.rank_launches(batch, tile=5000))
     pool_min[2] = pool_max[2] = order_key(np, np.array([12345.0]))[0]  # a constant pool, wrongly: recounted
     launches, outputs = p.finish_launch(batch, counts, pool_min, pool_max, nonfinite, tie_mode, with_scores)
     want = run(gpu_model.finish_batch, launches, outputs)
     assert (want[-3][2] == 12345.0) == (p.mode != "factors")  # (given scores are the defined ones: kept)
+    if FINISH_CASES[case].get("empty_users"):  # no test items: statistics still written; an empty pool: no number
+        assert want[-3][4] != -7.0 and (want[-1][5] == 1 or np.isnan(want[-3][5]))
     ranks = want[3][want[3] != -7]
     assert ranks.shape[0] == p.test[batch].sum() and ranks.max() > 0
     if tie_mode and p.mode != "given":
