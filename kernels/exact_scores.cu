@@ -47,7 +47,7 @@ __device__ void block_pool_stats(int64_t u, int64_t n_items, const int64_t* __re
 // item's rank is a prefix sum of integers. tie_mode 1 / 2 (optimistic / pessimistic) moves each
 // test item of a group of equal defined scores to its place before / after the group's pool
 // items. Floats are only copied and compared here (the test for an unsure pool rounds mx - mn once;
-// 2 tol is exact). Thread 0 walks the user's test items: O(test items), one block per user.
+// 2 tol is exact); the ranks are integer scans across warp 0, 32 test items a step.
 template <typename T>
 __device__ void finish_batch(const int64_t* __restrict__ users, const int64_t* __restrict__ tests_begin,
                              const int32_t* __restrict__ counts, const double* __restrict__ test_scores,
@@ -77,21 +77,53 @@ __device__ void finish_batch(const int64_t* __restrict__ users, const int64_t* _
                             &nonfinite[b]);
         __syncthreads();
     }
-    if (threadIdx.x != 0) return;
-    const double mn = gr_from_order_key(pool_min[b]), mx = gr_from_order_key(pool_max[b]);
-    user_min[u] = mn;
-    user_max[u] = mx;
-    user_bad[u] = nonfinite[b] != 0 || isinf(mn) || isinf(mx);
-    const int64_t t1 = tests_begin[b + 1];
-    int64_t above = 0, first = 0, end = 0;  // pool items above test item i; its tie group [first, end)
-    for (int64_t i = tests_begin[b]; i < t1; ++i) {
-        above += counts[i];
-        if (i >= end) {  // a new group: NaN scores are each a group of their own (NaN != NaN)
-            first = i;
-            for (end = i + 1; end < t1 && !(test_scores[end] != test_scores[end - 1]); ++end) {}
+    if (threadIdx.x >= 32) return;  // warp 0 writes the user's results
+    const int lane = threadIdx.x;
+    if (lane == 0) {
+        const double mn = gr_from_order_key(pool_min[b]), mx = gr_from_order_key(pool_max[b]);
+        user_min[u] = mn;
+        user_max[u] = mx;
+        user_bad[u] = nonfinite[b] != 0 || isinf(mn) || isinf(mx);
+    }
+    const int64_t t0 = tests_begin[b], t1 = tests_begin[b + 1];
+    // 32 test items a step, item i in lane (i - t0) % 32: the pool items above it (a prefix sum
+    // of counts) and where its tie group starts (a running maximum of the starts), each carried
+    // from the step before (NaN scores are each a group of their own: NaN != NaN)
+    int64_t above = 0, first = t0;
+    for (int64_t c = t0; c < t1; c += 32) {
+        const int64_t i = c + lane;
+        const bool in = i < t1;
+        int64_t a = in ? (int64_t)counts[i] : 0;
+        int64_t f = in && (i == t0 || test_scores[i] != test_scores[i - 1]) ? i : first;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int64_t ya = __shfl_up_sync(0xFFFFFFFFu, a, off), yf = __shfl_up_sync(0xFFFFFFFFu, f, off);
+            if (lane >= off) {
+                a += ya;
+                f = yf > f ? yf : f;
+            }
         }
-        ranks[entry[i]] = tie_mode == 1 ? above + 1 + (i - first) : tie_mode == 2 ? above + 1 - (end - i) : above;
-        if (scores_out) scores_out[entry[i]] = test_scores[i];
+        a += above;
+        if (in) {
+            ranks[entry[i]] = tie_mode == 1 ? a + 1 + (i - f) : tie_mode == 2 ? a + 1 + i : a;  // 2: less its end, below
+            if (scores_out) scores_out[entry[i]] = test_scores[i];
+        }
+        above = __shfl_sync(0xFFFFFFFFu, a, 31);
+        first = __shfl_sync(0xFFFFFFFFu, f, 31);
+    }
+    if (tie_mode != 2) return;
+    // pessimistic: the rank less where the item's tie group ends (the next start, or t1), a
+    // running minimum from the last step back
+    int64_t end = t1;
+    for (int64_t c = t1 > t0 ? t0 + (t1 - 1 - t0) / 32 * 32 : t1; c >= t0 && c < t1; c -= 32) {
+        const int64_t i = c + lane;
+        const bool in = i < t1;
+        int64_t e = in && i + 1 < t1 && test_scores[i + 1] != test_scores[i] ? i + 1 : end;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int64_t y = __shfl_down_sync(0xFFFFFFFFu, e, off);
+            if (lane + off < 32) e = y < e ? y : e;
+        }
+        if (in) ranks[entry[i]] -= e;
+        end = __shfl_sync(0xFFFFFFFFu, e, 0);
     }
 }
 

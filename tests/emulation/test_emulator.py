@@ -860,25 +860,34 @@ FINISH_MUTANTS = {  # (old, new, occurrence) in kernels/exact_scores.cu
     "missing barrier after the reset": ("    __syncthreads();\n    if (unsure)", "    if (unsure)", 1),
     "missing barrier after the recount": ("        __syncthreads();\n    }", "    }", 1),
     "no recount": ("(bad || !(gr_add(mx, -mn) > gr_mul(2.0, tol[b])))", "bad", 1),
-    "ranks off by one": ("int64_t above = 0, first", "int64_t above = 1, first", 1),
-    "tie groups cut short": ("end < t1 && !(test_scores[end]", "end + 1 < t1 && !(test_scores[end]", 1),
+    "ranks off by one": ("        a += above;", "        a += above + 1;", 1),
+    "a scan a step short": ("for (int off = 1; off < 32; off <<= 1) {", "for (int off = 1; off < 16; off <<= 1) {", 1),
+    "a tie group's start not carried": ("first = __shfl_sync(0xFFFFFFFFu, f, 31);", "first = t0;", 1),
+    "a tie group's end not carried": ("end = __shfl_sync(0xFFFFFFFFu, e, 0);", "end = t1;", 1),
+    "the last item's group ends early": ("i + 1 < t1 && test_scores[i + 1]", "i + 2 < t1 && test_scores[i + 1]", 1),
 }
 
 
 @pytest.mark.parametrize("mutant", FINISH_MUTANTS)
 def test_finish_batch_mutants_are_caught(real, mutant):
+    """Each seeded bug in finish_batch changes its result, in tie mode 1 or 2, under some schedule
+    (the big user's 1,800 test items with integer scores: tie groups across the 32-item steps)."""
     p = Problem(seed=22, integer=True, big_user=True, train_density=0.2)
     trained = set(p.train_indices[p.train_indptr[3]: p.train_indptr[4]].tolist())
     p.bias[next(j for j in range(32, 64) if j not in trained)] = 50.0  # user 3's best item, in warp 1's share
     batch = np.arange(7, dtype=np.int64)
     counts, pool_min, pool_max, nonfinite = run(gpu_model.rank_tile, *p.rank_launches(batch, tile=5000))
     pool_min[3] = pool_max[3] = order_key(np, np.array([12345.0]))[0]  # recounted
-    launches, outputs = p.finish_launch(batch, counts, pool_min, pool_max, nonfinite, tie_mode=2)
-    want = run(gpu_model.finish_batch, launches, outputs)
-    assert not caught(real["exact_scores"].get_function("finish_batch_f64"), launches, outputs, want, finish_result)
     source = mutate((KERNELS / "exact_scores.cu").read_text(), *FINISH_MUTANTS[mutant])
-    assert caught(module("exact_scores", source).get_function("finish_batch_f64"), launches, outputs, want,
-                  finish_result)
+    mutated = module("exact_scores", source).get_function("finish_batch_f64")
+    found = []
+    for tie_mode in (1, 2):
+        launches, outputs = p.finish_launch(batch, counts, pool_min, pool_max, nonfinite, tie_mode=tie_mode)
+        want = run(gpu_model.finish_batch, launches, outputs)
+        assert not caught(real["exact_scores"].get_function("finish_batch_f64"), launches, outputs, want,
+                          finish_result)
+        found.append(caught(mutated, launches, outputs, want, finish_result))
+    assert any(found)
 
 
 def mutate(text, old, new, occurrence=1):
