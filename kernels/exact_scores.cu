@@ -60,10 +60,15 @@ __device__ void finish_batch(const int64_t* __restrict__ users, const int64_t* _
                              double* __restrict__ scores_out, double* __restrict__ user_min,
                              double* __restrict__ user_max, uint8_t* __restrict__ user_bad) {
     const int64_t b = blockIdx.x, u = users[b];
+    double mn, mx;
+    auto decode = [&]() {  // the batch row's statistics: whether they are bad
+        mn = gr_from_order_key(pool_min[b]);
+        mx = gr_from_order_key(pool_max[b]);
+        return nonfinite[b] != 0 || isinf(mn) || isinf(mx);
+    };
     __shared__ int unsure;
     if (threadIdx.x == 0) {
-        const double mn = gr_from_order_key(pool_min[b]), mx = gr_from_order_key(pool_max[b]);
-        const int bad = nonfinite[b] != 0 || isinf(mn) || isinf(mx);
+        const bool bad = decode();
         unsure = !given && (bad || !(gr_add(mx, -mn) > gr_mul(2.0, tol[b])));  // (NaN: an empty pool)
         if (unsure) {
             pool_min[b] = ~0ULL;
@@ -80,10 +85,9 @@ __device__ void finish_batch(const int64_t* __restrict__ users, const int64_t* _
     if (threadIdx.x >= 32) return;  // warp 0 writes the user's results
     const int lane = threadIdx.x;
     if (lane == 0) {
-        const double mn = gr_from_order_key(pool_min[b]), mx = gr_from_order_key(pool_max[b]);
+        user_bad[u] = decode();
         user_min[u] = mn;
         user_max[u] = mx;
-        user_bad[u] = nonfinite[b] != 0 || isinf(mn) || isinf(mx);
     }
     const int64_t t0 = tests_begin[b], t1 = tests_begin[b + 1];
     // 32 test items a step, item i in lane (i - t0) % 32: the pool items above it (a prefix sum

@@ -249,7 +249,7 @@ class GpuRanking:
     them back at once (xp: cupy; numpy for that copy)."""
 
     def __init__(self, xp, n_users, nnz_test, with_scores=False, buffer=None):
-        self.shape = (n_users, nnz_test, with_scores)
+        self.layout = (n_users, nnz_test, with_scores)
         floats = 2 * n_users + (nnz_test if with_scores else 0)
         if buffer is None:  # ranks 0; pool statistics and test scores NaN; flags 0
             buffer = xp.zeros(nnz_test + floats + -(-n_users // 8), dtype=xp.int64)
@@ -264,7 +264,7 @@ class GpuRanking:
     def host(self):
         """The same on the host, in one copy."""
         copy = getattr(self.buffer, "get", None)  # (NumPy arrays: the tests' model of the device)
-        return GpuRanking(np, *self.shape, buffer=np.asarray(self.buffer if copy is None else copy()))
+        return GpuRanking(np, *self.layout, buffer=np.asarray(self.buffer if copy is None else copy()))
 
 
 def batches(n_users, first_size, run):
