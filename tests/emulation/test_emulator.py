@@ -493,29 +493,32 @@ class Problem:
             return self.bias[begin:], np.int64(0), np.int32(1)
         return np.matmul(self.A[batch], self.B[begin: begin + n].T), np.int64(n), np.int32(0)
 
-    def tests(self, batch):
-        """(tests_begin, scores, keys) of the batch's test items, sorted best-first per user, and
-        the rank kernels' outputs (counts, pool minimum, maximum, non-finite flag)."""
+    def sorted_tests(self, batch):
+        """(users, items, scores, keys) of the batch's test items, sorted best-first per user, and
+        tests_begin (where each batch row's items begin)."""
         local, items = np.nonzero(self.test[batch])
         users = batch[local]
         scores, keys = self.defined(users, items), tie_keys(users, items.astype(np.int64), self.seed, self.noise)
         order = np.lexsort([keys, ~order_key(np, scores), local.astype(np.uint64)])
         tests_begin = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=batch.shape[0]))]).astype(np.int64)
+        return (users[order], items[order], scores[order], keys[order]), tests_begin
+
+    def tests(self, batch):
+        """(tests_begin, scores, keys) of the batch's test items, sorted best-first per user, and
+        the rank kernels' outputs (counts, pool minimum, maximum, non-finite flag)."""
+        (_, items, scores, keys), tests_begin = self.sorted_tests(batch)
         nb, m = batch.shape[0], items.shape[0]
         outputs = (np.zeros(m, dtype=np.int32), np.full(nb, np.iinfo(np.uint64).max, dtype=np.uint64),
                    np.zeros(nb, dtype=np.uint64), np.zeros(nb, dtype=np.int32))
-        return (tests_begin, scores[order], keys[order]), outputs
+        return (tests_begin, scores, keys), outputs
 
     def finish_launch(self, batch, counts, pool_min, pool_max, nonfinite, tie_mode=0, with_scores=False):
         """The finish_batch launch after a batch's rank kernels (their outputs given), as
         _gpu.rank_users makes it, and its outputs: the batch's pool statistics (recounted where
         unsure), and the evaluation's ranks, test scores and per-user statistics."""
-        (tests_begin, scores, _), _ = self.tests(batch)
-        local, items = np.nonzero(self.test[batch])
-        order = np.lexsort([tie_keys(batch[local], items.astype(np.int64), self.seed, self.noise),
-                            ~order_key(np, self.defined(batch[local], items)), local.astype(np.uint64)])
+        (users, items, scores, _), tests_begin = self.sorted_tests(batch)
         every_user, every_item = np.nonzero(self.test)  # the entries of the evaluation's test CSR
-        entry = np.searchsorted(every_user * self.n_items + every_item, (batch[local] * self.n_items + items)[order])
+        entry = np.searchsorted(every_user * self.n_items + every_item, users * self.n_items + items)
         n_users, nnz = self.test.shape[0], every_user.shape[0]
         outputs = (pool_min.copy(), pool_max.copy(), nonfinite.copy(), np.full(nnz, -7, dtype=np.int64),
                    np.full(nnz, -7.0) if with_scores else NULL, np.full(n_users, -7.0), np.full(n_users, -7.0),
