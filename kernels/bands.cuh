@@ -4,51 +4,58 @@
 #pragma once
 #include "common.cuh"
 
-// The test items' bands [low(i), high(i)] (gr_band), from shared memory or computed from the
-// defined scores in global memory; both are non-increasing in i, as the scores are.
+// The test items' bands [low(i), high(i)] (gr_band), non-increasing in i as the scores are:
+// held in shared memory (the common case), or computed from the defined scores in global
+// memory (a user or block with more test items than shared memory holds).
 template <typename T>
-struct Bands {
+struct SharedBands {
     const T* lo;
     const T* hi;
+    __device__ __forceinline__ T low(int i) const { return lo[i]; }
+    __device__ __forceinline__ T high(int i) const { return hi[i]; }
+};
+template <typename T>
+struct GlobalBands {
     const double* scores;
     double tol;
-    __device__ __forceinline__ T low(int64_t i) const {
-        if (lo) return lo[i];
+    __device__ __forceinline__ T low(int i) const {
         T l, h;
         gr_band(scores[i], tol, &l, &h);
         return l;
     }
-    __device__ __forceinline__ T high(int64_t i) const {
-        if (hi) return hi[i];
+    __device__ __forceinline__ T high(int i) const {
         T l, h;
         gr_band(scores[i], tol, &l, &h);
         return h;
     }
-    // #{i < m : low(i) > s}: the test items surely above s
-    __device__ __forceinline__ int64_t count_above(int64_t m, T s) const {
-        int64_t a = 0, b = m;
-        while (a < b) {
-            const int64_t mid = (a + b) >> 1;
-            if (low(mid) > s) a = mid + 1; else b = mid;
-        }
-        return a;
-    }
 };
+
+// gr_place's first step for a user of m test items: the largest power of two <= m - 1 (0
+// when m <= 1, where no search is needed). A user's items all take the same steps.
+__device__ __forceinline__ int gr_search_top(int m) { return m > 1 ? 1 << (31 - __clz(m - 1)) : 0; }
 
 #define GR_NOWHERE (-1)  // gr_place: the item outranks no test item (or the user has none)
 #define GR_DEFER (-2)    // gr_place: the filter cannot tell; the defined score decides
 
-// Where a pool item of filter score s (its bias added) is counted among the m test items:
-// c in [0, m) when it surely falls between test items c - 1 and c (it outranks c .. m - 1),
-// GR_NOWHERE, or GR_DEFER when s is inside a band or not finite (the filter overflowed:
-// inf, or inf - inf). `worst` is low(m - 1) (+inf when m = 0): below it an item is counted
-// nowhere, without a search.
-template <typename T>
-__device__ __forceinline__ int64_t gr_place(const Bands<T>& bands, int64_t m, T worst, T s) {
+// Where a pool item of filter score s (its bias added) is counted among the m test items
+// (m < 2^31: a user's test items are distinct items): c in [0, m) when it surely falls
+// between test items c - 1 and c (it outranks c .. m - 1), GR_NOWHERE, or GR_DEFER when s is
+// inside a band or not finite (the filter overflowed: inf, or inf - inf). `worst` is low(m -
+// 1) (+inf when m = 0): an item not at or above it is counted nowhere, without a search
+// (also when the worst band is NaN: a NaN test score, whose user's metrics are NaN). Above
+// it, c = #{i < m - 1 : low(i) > s} (low(m - 1) <= s), found in steps of top, top / 2, .., 1
+// (top = gr_search_top(m)) that end clamped at m - 1: no branch but the loop's, a few
+// integer operations, one shared-memory read and one compare a step. The count is the same
+// for any search as long as the bands are non-increasing, which they are.
+template <typename T, typename Bands>
+__device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T worst, T s) {
     if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
-    if (s < worst) return GR_NOWHERE;
-    const int64_t c = bands.count_above(m, s);
-    if (c >= m) return GR_NOWHERE;
+    if (!(s >= worst)) return GR_NOWHERE;
+    int c = 0;
+    for (int step = top; step > 0; step >>= 1) {
+        const int k = min(c + step, m - 1);
+        if (bands.low(k - 1) > s) c = k;
+    }
     return s > bands.high(c) ? c : GR_DEFER;
 }
 
@@ -63,6 +70,7 @@ __device__ __forceinline__ void gr_defer(int32_t* queue, int& queued, bool defer
                                          const Settle& settle) {
     const int lane = threadIdx.x & 31;
     const uint32_t deferring = __ballot_sync(0xFFFFFFFFu, defer);
+    if (!deferring) return;  // the common case: no lane defers (the same in every lane)
     if (defer) queue[queued + __popc(deferring & ((1u << lane) - 1u))] = entry;
     queued += __popc(deferring);
     if (queued >= 32) {  // a full round: every lane settles one of the last 32

@@ -11,11 +11,12 @@
 // (_scores.score_tolerance) that cuBLAS scores are held to. The bias is added, and the
 // bands compared, in float as rank_tile does (flushed to zero under CuPy's -ftz=true: a
 // flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
-// sends an item to the defined score). The tile's pool items are then placed among the
-// test items as in rank_tile (gr_place: bands, a binary search, one compare), a row at a
-// time; an item inside a band waits in its warp's queue for its defined score
-// (gr_exact_score), 32 at a time. At most 128 registers (two blocks per SM; ptxas spills a
-// few bytes) and about 46 KB of static shared memory.
+// sends an item to the defined score). A thread's 64 scores of the tile then go to local
+// memory (acc's registers free again), and its pool items are placed among the test items
+// as in rank_tile (gr_place: bands, a branchless search, one compare), a row at a time; an
+// item inside a band waits in its warp's queue for its defined score (gr_exact_score), 32
+// at a time. At most 128 registers (two blocks per SM; ptxas spills a few bytes outside the
+// loops) and about 46 KB of static shared memory.
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
@@ -186,33 +187,56 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             buf ^= 1;
         }
 
+        // this thread's 64 scores, biases added (in float, as rank_tile does), in local memory for
+        // the loops below to index: acc's registers are free while the scores are counted
+        float scores[8][8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {  // unrolled over the rows (acc in registers), not over the items
-            float scores[8];  // row(i)'s scores, for the item loop to index
+        for (int j = 0; j < 8; ++j) {
+            const float bj = bias ? sh_bias[col(j)] : 0.0f;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) scores[j] = acc[i][j];
+            for (int i = 0; i < 8; ++i) scores[i][j] = bias ? acc[i][j] + bj : acc[i][j];
+        }
+        uint32_t in_span = 0xFFu;  // bit j: item col(j) of the tile is in the span
+        if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
+            const int n_in = (int)(span_end - j0);
+            in_span = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(j) < n_in) << j;
+        }
+#pragma unroll 1
+        for (int i = 0; i < 8; ++i) {  // every lane the same rounds: the warp's votes and shuffles below
             const int r = row(i);
-            const int64_t first = sh_first[r], m = sh_first[r + 1] - first;
-            const Bands<float> bands = {in_shared ? sh_low + first : nullptr, in_shared ? sh_high + first : nullptr,
-                                        test_scores + tb0 + first, in_shared || m == 0 ? 0.0 : tol[b0 + r]};
-            int32_t* counts = in_shared ? sh_cnt + first : cnt + tb0 + first;
+            const int64_t first = sh_first[r];
+            const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
+            // bit j: item col(j) is in the pool of row r (cols 4 tx .. 4 tx + 3 and 64 + 4 tx .. 64 + 4 tx + 3)
+            const int bit = (4 * tx) & 31, word = (4 * tx) >> 5;
+            const uint32_t trained = ((train_bits[r][word] >> bit) & 0xFu) |
+                                     (((train_bits[r][FUSED_ITEMS / 64 + word] >> bit) & 0xFu) << 4);
+            const uint32_t pool = r < n_rows ? in_span & ~trained : 0u;
+            const SharedBands<float> shared_bands = {sh_low + first, sh_high + first};
+            const GlobalBands<float> global_bands = {test_scores + tb0 + first, in_shared || m == 0 ? 0.0 : tol[b0 + r]};
             const float worst = sh_worst[r];
             float mn = (float)GR_INF, mx = -(float)GR_INF;
 #pragma unroll 1
             for (int j = 0; j < 8; ++j) {  // every lane the same rounds: the warp's votes below
-                const int c = col(j);
                 bool defer = false;
-                if (r < n_rows && j0 + c < span_end && !((train_bits[r][c >> 5] >> (c & 31)) & 1u)) {
-                    float s = scores[j];
-                    if (bias) s = s + sh_bias[c];
+                if ((pool >> j) & 1u) {
+                    const float s = scores[i][j];
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
-                    const int64_t p = gr_place(bands, m, worst, s);
-                    if (p >= 0) atomicAdd(&counts[p], 1);
-                    defer = p == GR_DEFER;
+                    if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
+                        const int p = gr_place(shared_bands, m, top, worst, s);
+                        if (p >= 0) atomicAdd(&sh_cnt[first + p], 1);
+                        defer = p == GR_DEFER;
+                    } else {
+                        const int p = gr_place(global_bands, m, top, worst, s);
+                        if (p >= 0) atomicAdd(&cnt[tb0 + first + p], 1);
+                        defer = p == GR_DEFER;
+                    }
                 }
-                gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + c - span_begin), settle_entry);
+                gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin),
+                         settle_entry);
             }
             for (int off = 8; off > 0; off >>= 1) {  // row(i)'s 16 threads are one half of a warp
                 mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));

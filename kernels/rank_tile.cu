@@ -68,9 +68,11 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     }
     __syncthreads();
 
-    const Bands<T> bands = {in_shared ? sh_low : nullptr, in_shared ? sh_high : nullptr, ts, tl};
-    int32_t* counts = in_shared ? sh_cnt : cnt + t0;
-    const T worst = m > 0 ? bands.low(m - 1) : (T)GR_INF;  // a pool item below it outranks no test item
+    const SharedBands<T> shared_bands = {sh_low, sh_high};
+    const GlobalBands<T> global_bands = {ts, tl};
+    int32_t* counts = in_shared ? sh_cnt : cnt + t0;  // for the defined scores (rare)
+    const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
+    const T worst = m == 0 ? (T)GR_INF : in_shared ? sh_low[m - 1] : global_bands.low(n_tests - 1);
     const T* row = S + b * ld + span_begin;
     const T* a = n_factors > 0 ? A + u * n_factors : A;
     const int lane = threadIdx.x & 31;
@@ -86,20 +88,27 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     T mn = (T)GR_INF, mx = -(T)GR_INF;
     int bad = 0;
     // the warp's 32 lanes take 32 consecutive items, all lanes the same number of rounds
-    for (int64_t j0 = threadIdx.x - lane; j0 < span_n; j0 += blockDim.x) {
-        const int64_t j = j0 + lane;
+    const int n_span = (int)span_n;  // at most RANK_SPAN
+    for (int j0 = threadIdx.x - lane; j0 < n_span; j0 += blockDim.x) {
+        const int j = j0 + lane;
         bool defer = false;
-        if (j < span_n && !(train_bits[j >> 5] & (1u << (j & 31)))) {
+        if (j < n_span && !(train_bits[j >> 5] & (1u << (j & 31)))) {
             T s = row[j];
             if (!given && bias) s = s + (T)bias[first_item + j];
             mn = fmin(mn, s);
             mx = fmax(mx, s);
             bad |= !isfinite(s);
-            const int64_t c = gr_place(bands, m, worst, s);
-            if (c >= 0) atomicAdd(&counts[c], 1);
-            defer = c == GR_DEFER;
+            if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
+                const int c = gr_place(shared_bands, n_tests, top, worst, s);
+                if (c >= 0) atomicAdd(&sh_cnt[c], 1);
+                defer = c == GR_DEFER;
+            } else {
+                const int c = gr_place(global_bands, n_tests, top, worst, s);
+                if (c >= 0) atomicAdd(&cnt[t0 + c], 1);
+                defer = c == GR_DEFER;
+            }
         }
-        gr_defer(queue, queued, defer, (int32_t)j, settle);
+        gr_defer(queue, queued, defer, j, settle);
     }
     gr_drain(queue, queued, settle);
     gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
