@@ -59,6 +59,15 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
     return s > bands.high(c) ? c : GR_DEFER;
 }
 
+// gr_place, and the item counted at its place in counts (shared or global memory, as the
+// bands): whether it waits for its defined score instead.
+template <typename T, typename Bands>
+__device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T worst, T s, int32_t* counts) {
+    const int c = gr_place(bands, m, top, worst, s);
+    if (c >= 0) atomicAdd(&counts[c], 1);
+    return c == GR_DEFER;
+}
+
 #define GR_QUEUE 64  // per warp: items waiting for their defined score (two rounds of 32)
 
 // Called by every lane of a warp, each with its own `defer` and `entry`: the deferred entries

@@ -225,15 +225,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
-                    if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
-                        const int p = gr_place(shared_bands, m, top, worst, s);
-                        if (p >= 0) atomicAdd(&sh_cnt[first + p], 1);
-                        defer = p == GR_DEFER;
-                    } else {
-                        const int p = gr_place(global_bands, m, top, worst, s);
-                        if (p >= 0) atomicAdd(&cnt[tb0 + first + p], 1);
-                        defer = p == GR_DEFER;
-                    }
+                    defer = in_shared  // the same in the whole block: shared-memory reads and atomics
+                                ? gr_count(shared_bands, m, top, worst, s, sh_cnt + first)
+                                : gr_count(global_bands, m, top, worst, s, cnt + tb0 + first);
                 }
                 gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin),
                          settle_entry);

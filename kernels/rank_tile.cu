@@ -72,7 +72,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const GlobalBands<T> global_bands = {ts, tl};
     int32_t* counts = in_shared ? sh_cnt : cnt + t0;  // for the defined scores (rare)
     const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
-    const T worst = m == 0 ? (T)GR_INF : in_shared ? sh_low[m - 1] : global_bands.low(n_tests - 1);
+    const T worst = m == 0 ? (T)GR_INF : in_shared ? shared_bands.low(n_tests - 1) : global_bands.low(n_tests - 1);
     const T* row = S + b * ld + span_begin;
     const T* a = n_factors > 0 ? A + u * n_factors : A;
     const int lane = threadIdx.x & 31;
@@ -98,15 +98,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             mn = fmin(mn, s);
             mx = fmax(mx, s);
             bad |= !isfinite(s);
-            if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
-                const int c = gr_place(shared_bands, n_tests, top, worst, s);
-                if (c >= 0) atomicAdd(&sh_cnt[c], 1);
-                defer = c == GR_DEFER;
-            } else {
-                const int c = gr_place(global_bands, n_tests, top, worst, s);
-                if (c >= 0) atomicAdd(&cnt[t0 + c], 1);
-                defer = c == GR_DEFER;
-            }
+            defer = in_shared  // the same in the whole block: shared-memory reads and atomics
+                        ? gr_count(shared_bands, n_tests, top, worst, s, sh_cnt)
+                        : gr_count(global_bands, n_tests, top, worst, s, cnt + t0);
         }
         gr_defer(queue, queued, defer, j, settle);
     }
