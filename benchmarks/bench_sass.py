@@ -42,7 +42,6 @@ def main():
     parser.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args()
-    sys.path.insert(0, ROOT)
     from gpureco.engine import _gpu  # the compile options CuPy uses (RANK_SPAN, FUSED_SHARED_TESTS)
 
     kernels = args.kernels.split(",")
