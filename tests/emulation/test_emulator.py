@@ -675,12 +675,7 @@ def test_gr_place_equals_its_definition(mutant, tmp_path):
     s = np.concatenate([np.arange(-45, 45, 0.25), [np.inf, -np.inf, np.nan, 1e30, -1e30]]).astype(np.float32)
     m = np.array(sizes, dtype=np.int32)
     out = np.zeros(len(sizes) * s.shape[0], dtype=np.int32)
-    include = KERNELS
-    if mutant:  # a copy of the kernels with bands.cuh mutated: the test must fail
-        for path in KERNELS.glob("*.cu*"):
-            shutil.copy(path, tmp_path / path.name)
-        (tmp_path / "bands.cuh").write_text(mutate((KERNELS / "bands.cuh").read_text(), *PLACE_MUTANTS[mutant]))
-        include = tmp_path
+    include = mutated_kernels(tmp_path, "bands.cuh", *PLACE_MUTANTS[mutant]) if mutant else KERNELS  # must fail
     kernel = module("place", PLACE, include=include).get_function("place")
     kernel((4,), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), np.int32(len(sizes)), s, np.int32(s.shape[0]),
                           out))
@@ -964,6 +959,14 @@ def mutate(text, old, new, occurrence=1):
     return old.join(parts[:occurrence]) + new + old.join(parts[occurrence:])
 
 
+def mutated_kernels(folder, file, old, new, occurrence=1):
+    """A copy of kernels/ in `folder` with `file` mutated (mutate); returns the folder."""
+    for path in KERNELS.glob("*.cu*"):
+        shutil.copy(path, folder / path.name)
+    (folder / file).write_text(mutate((KERNELS / file).read_text(), old, new, occurrence))
+    return folder
+
+
 def caught(kernel, launches, outputs, want, compare):
     """Whether the kernel, under some schedule, raises EmulationError or gives another result (a
     race shows under the schedules that run its threads in the wrong order; the unmutated kernels
@@ -1002,9 +1005,7 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     original = real["rank_tile"].get_function("rank_tile_f64")
     assert not caught(original, launches, outputs, want, rank_outputs)
     file, old, new, occurrence = RANK_MUTANTS[mutant]
-    for path in KERNELS.glob("*.cu*"):  # a copy of the kernels with the file mutated
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / file).write_text(mutate((KERNELS / file).read_text(), old, new, occurrence))
+    mutated_kernels(tmp_path, file, old, new, occurrence)
     mutated = module("rank_tile", (tmp_path / "rank_tile.cu").read_text(), include=tmp_path)
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
 
@@ -1042,9 +1043,7 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     want = run(gpu_model.fused_rank, launches, outputs)
     assert not caught(real["fused_rank"].get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
     file, old, new = FUSED_MUTANTS[mutant]
-    for path in KERNELS.glob("*.cu*"):  # a copy of the kernels with the file mutated
-        shutil.copy(path, tmp_path / path.name)
-    (tmp_path / file).write_text(mutate((KERNELS / file).read_text(), old, new))
+    mutated_kernels(tmp_path, file, old, new)
     mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
 
