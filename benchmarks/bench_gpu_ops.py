@@ -10,8 +10,11 @@ the GPU backend on tests/gpu_model.py's NumPy model of the device, whose arrays 
 every ufunc, array function, fancy index, assignment and dtype conversion made on them,
 every kernel launch, and every synchronisation (a device array turned into a Python
 number, nonzero-like calls whose result size is on the device, device-to-host copies).
-The counts are the device's, not NumPy's: they do not depend on the machine. Writes
-<out>/gpu_ops_<date>.json and .md.
+The counts are the device's, not NumPy's: they do not depend on the machine. It also
+times each call's host share on this machine (median of --repeat calls, NumPy and pandas
+output): the call's time less the time inside the model's device operations, launches
+and synchronisations, i.e. validation, the engine's Python, the metrics and the output;
+CuPy's own microseconds per operation are not in it. Writes <out>/gpu_ops_<date>.json and .md.
 
     python benchmarks/bench_gpu_ops.py
 """
@@ -20,7 +23,10 @@ import collections
 import contextlib
 import datetime as dt
 import os
+import platform
+import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -34,11 +40,25 @@ METRICS = ("P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR", "ROC_AUC", "PR_AUC"
 SIZE_DEPENDENT = {"nonzero", "flatnonzero", "argwhere", "unique"}  # result size known on the device only
 COUNTS = {"ops": collections.Counter(), "launches": collections.Counter(), "syncs": collections.Counter()}
 COUNTING = [False]
+DEVICE_TIME = [0.0, 0]  # seconds inside device operations, launches and syncs; nesting depth
 
 
 def _count(kind, name):
     if COUNTING[0]:
         COUNTS[kind][name] += 1
+
+
+@contextlib.contextmanager
+def _on_device():
+    """Time spent here is the model's stand-in for device work, not the host's."""
+    DEVICE_TIME[1] += 1
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        DEVICE_TIME[1] -= 1
+        if DEVICE_TIME[1] == 0:
+            DEVICE_TIME[0] += time.perf_counter() - start
 
 
 def _host(x):
@@ -66,37 +86,44 @@ class Device(gpu_model.DeviceArray):
         _count("ops", ufunc.__name__ + ("" if method == "__call__" else "." + method))
         if "out" in kwargs:
             kwargs["out"] = _host(kwargs["out"])
-        return _device(getattr(ufunc, method)(*_host(inputs), **kwargs))
+        with _on_device():
+            return _device(getattr(ufunc, method)(*_host(inputs), **kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
         _count("ops", func.__name__)
         if func.__name__ in SIZE_DEPENDENT:
             _count("syncs", func.__name__)
-        return _device(func(*_host(args), **_host(kwargs)))
+        with _on_device():
+            return _device(func(*_host(args), **_host(kwargs)))
 
     def __getitem__(self, index):
         if isinstance(index, np.ndarray) or (isinstance(index, tuple) and any(isinstance(i, np.ndarray) for i in index)):
             _count("ops", "gather")
         if isinstance(index, Device) and index.dtype == bool:
             _count("syncs", "boolean mask")
-        result = super().__getitem__(_host(index))
+        with _on_device():
+            result = super().__getitem__(_host(index))
         return np.asarray(result).view(Device) if isinstance(result, np.generic) else _device(result)  # CuPy: 0-d
 
     def __setitem__(self, index, value):
         _count("ops", "scatter" if isinstance(index, np.ndarray) else "assign")
-        super().__setitem__(_host(index), _host(value))
+        with _on_device():
+            super().__setitem__(_host(index), _host(value))
 
     def astype(self, *args, **kwargs):
         _count("ops", "astype")
-        return _device(self.view(np.ndarray).astype(*args, **kwargs))
+        with _on_device():
+            return _device(self.view(np.ndarray).astype(*args, **kwargs))
 
     def fill(self, value):
         _count("ops", "fill")
-        self.view(np.ndarray).fill(value)
+        with _on_device():
+            self.view(np.ndarray).fill(value)
 
     def _number(self, kind):
         _count("syncs", f"{kind.__name__}()")
-        return kind(self.view(np.ndarray))
+        with _on_device():
+            return kind(self.view(np.ndarray))
 
     def __int__(self):
         return self._number(int)
@@ -112,7 +139,8 @@ class Device(gpu_model.DeviceArray):
 
     def get(self):
         _count("syncs", "copy to host")
-        return self.view(np.ndarray).copy()
+        with _on_device():
+            return self.view(np.ndarray).copy()
 
 
 Device.__module__ = "cupy"  # so that gpureco takes it for a device array
@@ -132,7 +160,8 @@ def counting_cupy():
                 _count("syncs", _name)
             if _name in ("asarray", "array", "ascontiguousarray") and args and not isinstance(args[0], Device):
                 _count("ops", "copy to device")
-            return _device(_f(*_host(args), **_host(kwargs)))
+            with _on_device():
+                return _device(_f(*_host(args), **_host(kwargs)))
         setattr(cupy, name, call)
 
     class Module(gpu_model._Module):
@@ -141,15 +170,28 @@ def counting_cupy():
 
             def launch(grid, block, args):
                 _count("launches", name)
-                return function(grid, block, _host(tuple(args)))
+                with _on_device():
+                    return function(grid, block, _host(tuple(args)))
             return launch
     cupy.RawModule = Module
     return cupy
 
 
+def host_ms(call, repeat):
+    """The median host time of `call` in milliseconds: wall time less the model's device time."""
+    times = []
+    for _ in range(repeat):
+        DEVICE_TIME[0] = 0.0
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start - DEVICE_TIME[0])
+    return statistics.median(times) * 1e3
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="943x1682x32,5000x20000x64")
+    parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (host ms: their median)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
     from gpureco.engine import _backend, _gpu
@@ -163,33 +205,48 @@ def main(argv=None):
         users, items, factors = (int(v) for v in size.split("x"))
         X_train, X_test, A, B = make_problem(users, items, factors)
         A, B = _device(np.asarray(A)), _device(np.asarray(B))
-        evaluator = gpureco.Evaluator(X_test, X_train, METRICS, 10, device="gpu", output="numpy")
-        calls = {"calc_reco_metrics": lambda: gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True,
-                                                                        output="numpy", device="gpu"),
-                 "Evaluator(A, B)": lambda: evaluator(A, B)}
+        evaluators = {out: gpureco.Evaluator(X_test, X_train, METRICS, 10, device="gpu", output=out)
+                      for out in ("numpy", "pandas")}
+
+        def calls(out):
+            return {"calc_reco_metrics": lambda: gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True,
+                                                                           output=out, device="gpu"),
+                    "Evaluator(A, B)": lambda: evaluators[out](A, B)}
         for mode in ("tiles", "fused"):
-            for what, call in calls.items():
+            for what, call in calls("numpy").items():
                 _gpu.FUSED = mode == "fused"
-                call()  # the first call copies the Evaluator's interactions
-                for c in COUNTS.values():
-                    c.clear()
-                COUNTING[0] = True
                 try:
-                    call()
+                    call()  # the first call copies the Evaluator's interactions
+                    for c in COUNTS.values():
+                        c.clear()
+                    COUNTING[0] = True
+                    try:
+                        call()
+                    finally:
+                        COUNTING[0] = False
+                    host = {out: host_ms(calls(out)[what], args.repeat) for out in ("numpy", "pandas")}
                 finally:
-                    COUNTING[0], _gpu.FUSED = False, False
+                    _gpu.FUSED = False
                 rows.append(dict(users=users, items=items, factors=factors, mode=mode, call=what,
                                  ops=sum(COUNTS["ops"].values()), launches=sum(COUNTS["launches"].values()),
-                                 syncs=sum(COUNTS["syncs"].values()), ops_by_name=dict(COUNTS["ops"].most_common()),
+                                 syncs=sum(COUNTS["syncs"].values()), host_ms_numpy=host["numpy"],
+                                 host_ms_pandas=host["pandas"], ops_by_name=dict(COUNTS["ops"].most_common()),
                                  launches_by_name=dict(COUNTS["launches"]), syncs_by_name=dict(COUNTS["syncs"])))
     lines = ["# Device operations and host synchronisations per call (NumPy model of the device)", "",
              f"Date {dt.date.today().isoformat()}, commit {git_commit()}; `python benchmarks/bench_gpu_ops.py`. "
-             "All ten metrics at K = 10, factors on the device.", "",
-             "| users x items x F | mode | call | array ops | launches | syncs | syncs by kind |",
-             "|---|---|---|---:|---:|---:|---|"]
+             "All ten metrics at K = 10, factors on the device. Host ms: the median over "
+             f"{args.repeat} calls of the call's time less the time inside the model's device operations, "
+             f"launches and synchronisations, on this machine ({platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} CPUs): validation, the engine's Python, the metrics and the output "
+             "(numpy arrays, or a pandas DataFrame). It leaves out CuPy's own time per operation "
+             "(some microseconds each on a GPU) and the device's.", "",
+             "| users x items x F | mode | call | array ops | launches | syncs | syncs by kind | host ms (numpy) "
+             "| host ms (pandas) |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['users']:,} x {r['items']:,} x {r['factors']} | {r['mode']} | {r['call']} | {r['ops']} | "
-                     f"{r['launches']} | {r['syncs']} | {', '.join(f'{k} {v}' for k, v in r['syncs_by_name'].items())} |")
+                     f"{r['launches']} | {r['syncs']} | {', '.join(f'{k} {v}' for k, v in r['syncs_by_name'].items())} | "
+                     f"{r['host_ms_numpy']:.2f} | {r['host_ms_pandas']:.2f} |")
     text = "\n".join(lines)
     print(text)
     stem = write_results(args.out, f"gpu_ops_{dt.date.today().isoformat()}",

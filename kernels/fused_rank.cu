@@ -4,11 +4,8 @@
 // device memory, and no score tile is allocated).
 //
 // One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
-// for each such tile it multiplies U[rows] B[items]^T through shared memory, FUSED_STEP
-// factors at a time, each thread 8 x 8 scores in registers. A filter score is a float32
-// fused multiply-add chain in order f = 0 .. F-1 (gr_fmaf, never flushed: the same float
-// on any device and in the emulation), within the float32 error bound
-// (_scores.score_tolerance) that cuBLAS scores are held to. The bias is added, and the
+// for each such tile it computes the filter scores U[rows] B[items]^T in registers
+// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them). The bias is added, and the
 // bands compared, in float as rank_tile does (flushed to zero under CuPy's -ftz=true: a
 // flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
 // sends an item to the defined score). A thread's 64 scores of the tile then go to local
@@ -20,21 +17,14 @@
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
+#include "score_tile.cuh"
 
-#define FUSED_THREADS 256
-#define FUSED_USERS 128  // rows of the batch per block
-#define FUSED_ITEMS 128  // items per score tile
-#define FUSED_STEP 8     // factors per pass through shared memory
 #ifndef FUSED_SHARED_TESTS
 #define FUSED_SHARED_TESTS 1920  // test items of a block's users held in shared memory; more: global memory
 #endif
 #define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span is at most 2^24 items)
 
 static_assert(FUSED_ITEMS == FUSED_USERS, "thread r < FUSED_USERS also reads the bias of the tile's item r");
-
-struct alignas(16) F4 {  // four consecutive rows (or items) of one factor: one 16-byte shared-memory read
-    float v[4];
-};
 
 // The defined score of a queued item (row << FUSED_ITEM_BITS | offset in the span) decides its
 // count: counts[t0 - counts_begin + c] for test entry t0 + c.
@@ -59,8 +49,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const uint64_t* __restrict__ test_keys, int32_t* __restrict__ cnt, uint64_t* __restrict__ pool_min,
     uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol, uint64_t seed,
     int noise) {
-    __shared__ F4 As[2][FUSED_STEP][FUSED_USERS / 4];
-    __shared__ F4 Bs[2][FUSED_STEP][FUSED_ITEMS / 4];
+    __shared__ TileFactors tile_factors;
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
     __shared__ float sh_low[FUSED_SHARED_TESTS];
     __shared__ float sh_high[FUSED_SHARED_TESTS];
@@ -82,8 +71,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const bool in_shared = n_tests <= FUSED_SHARED_TESTS;
     const int t = threadIdx.x;
     const int ty = t >> 4, tx = t & 15;  // this thread's scores: rows row(0 .. 7) x items col(0 .. 7) of a tile
-    const auto row = [&](int i) { return (i < 4 ? 0 : FUSED_USERS / 2) + 4 * ty + (i & 3); };
-    const auto col = [&](int j) { return (j < 4 ? 0 : FUSED_ITEMS / 2) + 4 * tx + (j & 3); };
+    const auto row = [&](int i) { return gr_tile_row(ty, i); };
+    const auto col = [&](int j) { return gr_tile_col(tx, j); };
 
     // thread r < FUSED_USERS: row r's bands and worst band, and its training items from the span on
     const int32_t* train = train_indices;
@@ -124,68 +113,16 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     int queued = 0;  // the same in every lane of the warp
     int bad = 0;  // bit i: a pool score of row(i) is not finite
 
-    // thread t loads factors lk .. lk + 3 of a step for row lr and for the tile's item lr
-    const int lr = t >> 1, lk = (t & 1) * 4;
+    // thread t loads the factors of row t >> 1 and of the tile's item t >> 1 (gr_score_tile)
+    const int lr = t >> 1;
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
-    float ra[4], rb[4];
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
         if (t < FUSED_USERS) {  // row t's training items in the tile (read by all after the next barrier)
-            uint32_t words[FUSED_ITEMS / 32] = {0, 0, 0, 0};
-            for (; cursor < n_train && train[cursor] < j0 + FUSED_ITEMS; ++cursor) {
-                const int64_t c = train[cursor] - j0;
-#pragma unroll
-                for (int w = 0; w < FUSED_ITEMS / 32; ++w) words[w] |= (c >> 5) == w ? 1u << (c & 31) : 0u;
-            }
-#pragma unroll
-            for (int w = 0; w < FUSED_ITEMS / 32; ++w) train_bits[t][w] = words[w];
+            gr_tile_training(train, n_train, cursor, j0, train_bits[t]);
             sh_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;  // (FUSED_ITEMS == FUSED_USERS)
         }
-        const float* b_row = j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr;
-        const auto load = [&](int64_t k0) {
-            for (int q = 0; q < 4; ++q) {
-                const int64_t k = k0 + lk + q;
-                ra[q] = a_row && k < n_factors ? a_row[k] : 0.0f;
-                rb[q] = b_row && k < n_factors ? b_row[k] : 0.0f;
-            }
-        };
-        const auto store = [&](int buf) {
-            for (int q = 0; q < 4; ++q) {
-                As[buf][lk + q][lr >> 2].v[lr & 3] = ra[q];
-                Bs[buf][lk + q][lr >> 2].v[lr & 3] = rb[q];
-            }
-        };
         float acc[8][8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-        load(0);
-        store(0);
-        __syncthreads();
-        int buf = 0;
-        for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
-            const bool more = k0 + FUSED_STEP < n_factors;
-            if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
-            const auto multiply = [&](int k) {  // factor k0 + k of the tile's 8 x 8 scores
-                const F4 a0 = As[buf][k][ty], a1 = As[buf][k][FUSED_USERS / 8 + ty];
-                const F4 c0 = Bs[buf][k][tx], c1 = Bs[buf][k][FUSED_ITEMS / 8 + tx];
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float a = i < 4 ? a0.v[i] : a1.v[i - 4];
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) acc[i][j] = gr_fmaf(a, j < 4 ? c0.v[j] : c1.v[j - 4], acc[i][j]);
-                }
-            };
-            if (more) {  // a whole step, unrolled
-#pragma unroll
-                for (int k = 0; k < FUSED_STEP; ++k) multiply(k);
-            } else {  // the last step: F - k0 factors
-                for (int k = 0; k < n_factors - k0; ++k) multiply(k);
-            }
-            if (more) store(buf ^ 1);
-            __syncthreads();
-            buf ^= 1;
-        }
+        gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
 
         // this thread's 64 scores, biases added (in float, as rank_tile does), in local memory for
         // the loops below to index: acc's registers are free while the scores are counted
@@ -196,23 +133,12 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
 #pragma unroll
             for (int i = 0; i < 8; ++i) scores[i][j] = bias ? acc[i][j] + bj : acc[i][j];
         }
-        uint32_t in_span = 0xFFu;  // bit j: item col(j) of the tile is in the span
-        if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
-            const int n_in = (int)(span_end - j0);
-            in_span = 0;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(j) < n_in) << j;
-        }
 #pragma unroll 1
         for (int i = 0; i < 8; ++i) {  // every lane the same rounds: the warp's votes and shuffles below
             const int r = row(i);
             const int64_t first = sh_first[r];
             const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
-            // bit j: item col(j) is in the pool of row r (cols 4 tx .. 4 tx + 3 and 64 + 4 tx .. 64 + 4 tx + 3)
-            const int bit = (4 * tx) & 31, word = (4 * tx) >> 5;
-            const uint32_t trained = ((train_bits[r][word] >> bit) & 0xFu) |
-                                     (((train_bits[r][FUSED_ITEMS / 64 + word] >> bit) & 0xFu) << 4);
-            const uint32_t pool = r < n_rows ? in_span & ~trained : 0u;
+            const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;  // bit j: col(j)
             const SharedBands<float> shared_bands = {sh_low + first, sh_high + first};
             const GlobalBands<float> global_bands = {test_scores + tb0 + first, in_shared || m == 0 ? 0.0 : tol[b0 + r]};
             const float worst = sh_worst[r];

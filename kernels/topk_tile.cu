@@ -7,6 +7,7 @@
 // filter scores are not all finite (a float32 overflow bounds nothing), is flagged and
 // ranked by the slower full-row path.
 #include "common.cuh"
+#include "score_tile.cuh"  // fused_topk_f32
 
 #define TOPK_THREADS 1024
 #define TOPK_CHUNK 4096  // items examined between two checks of the free space
@@ -46,6 +47,45 @@ __device__ double kth_largest(const double* scores, int n, int64_t k, unsigned i
     return gr_from_order_key(prefix);
 }
 
+struct TopkShared {  // a user's buffer state and the radix select's scratch, in shared memory
+    unsigned int hist[256];
+    uint64_t prefix;
+    int64_t left;
+    int count;  // candidates held
+    double tau;  // a lower bound of the user's k-th largest filter score
+};
+
+// Makes room in a user's buffer of sh.count >= k candidates: tau rises to their k-th largest
+// (if higher), and only the candidates at or above tau - band stay, in any order. Every
+// thread of the block calls it; it ends at a barrier.
+__device__ void topk_shrink(double* cs, int32_t* ci, int64_t k, double band, TopkShared& sh) {
+    const int n = sh.count;
+    const double kth = kth_largest(cs, n, k, sh.hist, &sh.prefix, &sh.left);
+    const double new_tau = fmax(sh.tau, kth);
+    double keep_s[TOPK_PER_THREAD];
+    int32_t keep_i[TOPK_PER_THREAD];
+    int n_keep = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        if (cs[i] >= new_tau - band) {
+            keep_s[n_keep] = cs[i];
+            keep_i[n_keep] = ci[i];
+            ++n_keep;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        sh.count = 0;
+        sh.tau = new_tau;
+    }
+    __syncthreads();
+    for (int q = 0; q < n_keep; ++q) {
+        const int p = atomicAdd(&sh.count, 1);
+        cs[p] = keep_s[q];
+        ci[p] = keep_i[q];
+    }
+    __syncthreads();
+}
+
 template <typename T>
 __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
                           const int64_t* __restrict__ users, const int64_t* __restrict__ train_indptr,
@@ -55,12 +95,8 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                           int32_t* __restrict__ overflow) {
     __shared__ uint32_t train_bits[TOPK_CHUNK / 32];
     __shared__ int64_t train_range[2];
-    __shared__ unsigned int hist[256];
-    __shared__ uint64_t sh_prefix;
-    __shared__ int64_t sh_left;
-    __shared__ int sh_count;
+    __shared__ TopkShared sh;
     __shared__ int sh_unsure;
-    __shared__ double sh_tau;
 
     const int64_t b = blockIdx.x;
     if (overflow[b]) return;
@@ -72,40 +108,16 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     int32_t* ci = cand_items + b * TOPK_CAPACITY;
     const T* row = S + b * ld;
     if (threadIdx.x == 0) {
-        sh_count = count[b];
-        sh_tau = tau[b];
+        sh.count = count[b];
+        sh.tau = tau[b];
         sh_unsure = 0;
     }
     __syncthreads();
 
     for (int64_t c0 = 0; c0 < n_tile; c0 += TOPK_CHUNK) {
-        if (sh_count + TOPK_CHUNK > TOPK_CAPACITY) {  // make room: raise tau, drop what fell below it
-            const int n = sh_count;
-            const double kth = kth_largest(cs, n, k, hist, &sh_prefix, &sh_left);
-            const double new_tau = fmax(sh_tau, kth);
-            double keep_s[TOPK_PER_THREAD];
-            int32_t keep_i[TOPK_PER_THREAD];
-            int n_keep = 0;
-            for (int i = threadIdx.x; i < n; i += blockDim.x) {
-                if (cs[i] >= new_tau - band) {
-                    keep_s[n_keep] = cs[i];
-                    keep_i[n_keep] = ci[i];
-                    ++n_keep;
-                }
-            }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                sh_count = 0;
-                sh_tau = new_tau;
-            }
-            __syncthreads();
-            for (int q = 0; q < n_keep; ++q) {
-                const int p = atomicAdd(&sh_count, 1);
-                cs[p] = keep_s[q];
-                ci[p] = keep_i[q];
-            }
-            __syncthreads();
-            if (sh_count + TOPK_CHUNK > TOPK_CAPACITY) {  // too many near-ties for the buffer
+        if (sh.count + TOPK_CHUNK > TOPK_CAPACITY) {  // make room: raise tau, drop what fell below it
+            topk_shrink(cs, ci, k, band, sh);
+            if (sh.count + TOPK_CHUNK > TOPK_CAPACITY) {  // too many near-ties for the buffer
                 if (threadIdx.x == 0) overflow[b] = 1;
                 return;
             }
@@ -123,7 +135,7 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             atomicOr(&train_bits[j >> 5], 1u << (j & 31));
         }
         __syncthreads();
-        const double threshold = sh_tau - band;
+        const double threshold = sh.tau - band;
         for (int64_t j = threadIdx.x; j < chunk_n; j += blockDim.x) {
             if (train_bits[j >> 5] & (1u << (j & 31))) continue;
             const int64_t item = first_item + j;
@@ -135,7 +147,7 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 continue;
             }
             if (s >= threshold) {  // NaN never is
-                const int p = atomicAdd(&sh_count, 1);
+                const int p = atomicAdd(&sh.count, 1);
                 cs[p] = s;
                 ci[p] = (int32_t)item;
             }
@@ -147,8 +159,8 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
         }
     }
     if (threadIdx.x == 0) {
-        count[b] = sh_count;
-        tau[b] = sh_tau;
+        count[b] = sh.count;
+        tau[b] = sh.tau;
     }
 }
 
@@ -163,3 +175,132 @@ __device__ void topk_tile(const T* __restrict__ S, int64_t ld, int given, int64_
 
 TOPK_TILE(topk_tile_f32, float)
 TOPK_TILE(topk_tile_f64, double)
+
+// After the last tile, or after fused_topk: a user with at least k candidates gets tau raised
+// to their k-th largest (if higher) and keeps only those at or above tau - 2 tol, so that few
+// more than k need a defined score. A user whose buffer overflowed (count > TOPK_CAPACITY after
+// fused_topk) is flagged for the full-row path; one with fewer than k is left as it is.
+extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k, const double* __restrict__ tol,
+                                                                      double* __restrict__ cand_scores,
+                                                                      int32_t* __restrict__ cand_items,
+                                                                      int32_t* __restrict__ count,
+                                                                      double* __restrict__ tau,
+                                                                      int32_t* __restrict__ overflow) {
+    __shared__ TopkShared sh;
+    const int64_t b = blockIdx.x;
+    const int n = count[b];
+    if (overflow[b] || n > TOPK_CAPACITY) {
+        if (threadIdx.x == 0) overflow[b] = 1;
+        return;
+    }
+    if (n < k) return;
+    if (threadIdx.x == 0) {
+        sh.count = n;
+        sh.tau = tau[b];
+    }
+    __syncthreads();
+    topk_shrink(cand_scores + b * TOPK_CAPACITY, cand_items + b * TOPK_CAPACITY, k, 2.0 * tol[b], sh);
+    if (threadIdx.x == 0) {
+        count[b] = sh.count;
+        tau[b] = sh.tau;
+    }
+}
+
+// Top-K candidates fused with the scoring, for float32 factor models: topk_tile's buffers
+// filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
+// that no score tile is written or read. Each batch row r comes with threshold[r], a float at
+// or below tau - 2 tol, where tau is a lower bound of the user's k-th largest filter score
+// (topk_tile and topk_finish over a sample of the items): every pool item whose filter score
+// reaches it is appended to the user's buffer (global atomics: any order; the host sorts the
+// candidates by defined score and key), up to TOPK_CAPACITY (count keeps counting past it:
+// topk_finish then flags the user). A pool score that is not finite flags the user for the
+// full-row path, as in topk_tile. An overflowed user (overflow[b] set before the launch) is
+// skipped. One block takes FUSED_USERS rows and a span of items; the bias is added, and the
+// threshold compared, in float (a flush to zero under -ftz=true only ever adds candidates).
+__device__ __forceinline__ void topk_append(int64_t b, float s, int64_t item, double* cand_scores, int32_t* cand_items,
+                                        int32_t* count) {
+    const int p = atomicAdd(&count[b], 1);
+    if (p < TOPK_CAPACITY) {
+        cand_scores[b * TOPK_CAPACITY + p] = (double)s;
+        cand_items[b * TOPK_CAPACITY + p] = (int32_t)item;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
+    const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
+    int64_t n_items, int64_t span, int64_t nb, const int64_t* __restrict__ users,
+    const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
+    const float* __restrict__ threshold, double* __restrict__ cand_scores, int32_t* __restrict__ cand_items,
+    int32_t* __restrict__ count, int32_t* __restrict__ overflow) {
+    __shared__ TileFactors tile_factors;
+    __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
+    __shared__ float sh_bias[FUSED_ITEMS];
+    __shared__ float sh_threshold[FUSED_USERS];
+
+    // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
+    const int64_t b0 = (int64_t)blockIdx.x * FUSED_USERS;
+    const int64_t span_begin = (int64_t)blockIdx.y * span;
+    if (b0 >= nb || span_begin >= n_items) return;
+    const int64_t span_end = min(n_items, span_begin + span);
+    const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
+    const int t = threadIdx.x, ty = t >> 4, tx = t & 15;
+
+    // thread r < FUSED_USERS: row r's threshold (+inf: nothing is a candidate) and training items
+    const int32_t* train = train_indices;
+    int64_t cursor = 0, n_train = 0;
+    if (t < FUSED_USERS) {
+        float at_least = (float)GR_INF;
+        if (t < n_rows && !overflow[b0 + t]) {
+            const int64_t u = users[b0 + t];
+            at_least = threshold[b0 + t];
+            train = train_indices + train_indptr[u];
+            n_train = train_indptr[u + 1] - train_indptr[u];
+            cursor = gr_lower_bound(train, n_train, span_begin);
+        }
+        sh_threshold[t] = at_least;
+    }
+
+    const int lr = t >> 1;  // thread t loads the factors of row lr and of the tile's item lr
+    const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
+    for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
+        if (t < FUSED_USERS) {  // row t's training items in the tile (read by all after the next barrier)
+            gr_tile_training(train, n_train, cursor, j0, train_bits[t]);
+            sh_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;  // (FUSED_ITEMS == FUSED_USERS)
+        }
+        float acc[8][8];
+        gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
+        // the common case in few instructions a score: no score reaches its row's threshold, and
+        // every score is finite (a non-finite one, pool item or not, makes `check` NaN)
+        uint32_t hit = 0;
+        float check = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float at_least = sh_threshold[gr_tile_row(ty, i)];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];
+                hit |= (uint32_t)(s >= at_least);
+                check = fmaf(s, 0.0f, check);
+            }
+        }
+        if (hit || check != check) {  // rare once the thresholds are good: each pool score, in full
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const int r = gr_tile_row(ty, i);
+                const float at_least = sh_threshold[r];
+                const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];
+                    if ((pool >> j) & 1u) {
+                        if (!isfinite(s))  // the filter overflowed: the full-row path decides
+                            atomicOr(&overflow[b0 + r], 1);
+                        else if (s >= at_least)
+                            topk_append(b0 + r, s, j0 + gr_tile_col(tx, j), cand_scores, cand_items, count);
+                    }
+                }
+            }
+        }
+        __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
+    }
+}

@@ -188,6 +188,56 @@ def max_row_norm_sq(grid, block, args):
     out[:] = np.maximum(out, top.view(np.uint64))
 
 
+def _shrink(b, k, band, cs, ci, count, tau):
+    """kernels/topk_tile.cu topk_shrink: tau up to the k-th largest of user b's count[b] >= k
+    candidates, only those at or above tau - band kept; returns their number."""
+    n = int(count[b])
+    tau[b] = max(tau[b], np.sort(cs[:n])[::-1][k - 1])
+    kept = cs[:n] >= tau[b] - band
+    count[b] = n = int(kept.sum())
+    cs[:n], ci[:n] = cs[: kept.shape[0]][kept].copy(), ci[: kept.shape[0]][kept].copy()
+    return n
+
+
+def topk_finish(grid, block, args):
+    """kernels/topk_tile.cu topk_finish: each user's buffer shrunk to tau - 2 tol (at least k held),
+    or flagged where it overflowed."""
+    k, tol, cand_scores, cand_items, count, tau, overflow = args
+    for b in range(grid[0]):
+        if overflow[b] or count[b] > TOPK_CAPACITY:
+            overflow[b] = 1
+        elif count[b] >= int(k):
+            _shrink(b, int(k), 2.0 * tol[b], cand_scores[b * TOPK_CAPACITY: (b + 1) * TOPK_CAPACITY],
+                    cand_items[b * TOPK_CAPACITY: (b + 1) * TOPK_CAPACITY], count, tau)
+
+
+def fused_topk(grid, block, args):
+    """kernels/topk_tile.cu fused_topk_f32: every pool item of a user not flagged before the launch
+    whose float32 filter score (U B^T by BLAS, plus the bias in float32) is at least its
+    threshold, appended to its buffer (in item order here; the kernel's order is any), count
+    going on past TOPK_CAPACITY; a non-finite pool score flags the user."""
+    (U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold, cand_scores, cand_items,
+     count, overflow) = args
+    nb, n_factors, n_items = int(nb), int(n_factors), int(n_items)
+    S = np.matmul(U.reshape(nb, n_factors), B.reshape(-1, n_factors).T)
+    if not _is_null(bias):
+        S = S + bias.astype(np.float32)
+    skipped = overflow[:nb].copy()
+    for b in range(nb):
+        if skipped[b]:
+            continue
+        items = _pool(train_indptr, train_indices, int(users[b]), 0, n_items)
+        s = S[b, items]
+        if not np.all(np.isfinite(s)):
+            overflow[b] = 1
+        take = np.isfinite(s) & (s >= threshold[b])
+        n, added = int(count[b]), int(take.sum())
+        room = max(0, min(added, TOPK_CAPACITY - n))
+        cand_scores[b * TOPK_CAPACITY + n: b * TOPK_CAPACITY + n + room] = s[take][:room]
+        cand_items[b * TOPK_CAPACITY + n: b * TOPK_CAPACITY + n + room] = items[take][:room]
+        count[b] = n + added
+
+
 def topk_tile(grid, block, args):
     (S, ld, given, begin, n_tile, users, train_indptr, train_indices, bias, tol, k, cand_scores, cand_items, count,
      tau, overflow) = args
@@ -200,12 +250,8 @@ def topk_tile(grid, block, args):
         ci = cand_items[b * TOPK_CAPACITY: (b + 1) * TOPK_CAPACITY]
         for c0 in range(0, n_tile, TOPK_CHUNK):
             n = int(count[b])
-            if n + TOPK_CHUNK > TOPK_CAPACITY:  # shrink
-                kth = np.sort(cs[:n])[::-1][k - 1]
-                tau[b] = max(tau[b], kth)
-                kept = cs[:n] >= tau[b] - band
-                count[b] = n = int(kept.sum())
-                cs[:n], ci[:n] = cs[: kept.shape[0]][kept].copy(), ci[: kept.shape[0]][kept].copy()
+            if n + TOPK_CHUNK > TOPK_CAPACITY:
+                n = _shrink(b, k, band, cs, ci, count, tau)
                 if n + TOPK_CHUNK > TOPK_CAPACITY:
                     overflow[b] = 1
                     break
@@ -276,7 +322,8 @@ def _adversarial_float_arithmetic(cupy, rng):
 class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
-                 "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile,
+                 "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile, "topk_finish": topk_finish,
+                 "fused_topk_f32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
                  "fused_rank_f32": fused_rank}

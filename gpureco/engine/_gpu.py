@@ -22,15 +22,17 @@ from ._scores import order_key, row_entries, score_tolerance, select_top_k, spli
 
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
+TOPK_SAMPLE_PIECES = 16  # top_k with FUSED: the sample that bounds the k-th largest, in this many pieces
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user's block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
 FUSED_SHARED_TESTS = 1920  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, 1 << 23  # fused_rank's grid: about this many blocks (15 waves of an H100's 264); items of one below 2^24
-# rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set. Off:
-# proven identical under the emulation, its speed not yet measured on a GPU (bench_gpu.py and
-# bench_gpu_sweep.py time it beside the tiles).
+# rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set, and
+# top_k inside topk_tile.cu's fused_topk_f32 (after a sample of the items, scored by cuBLAS,
+# bounds each user's k-th largest). Off: proven identical under the emulation, its speed not yet
+# measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
 FUSED = False
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
@@ -150,7 +152,7 @@ class FactorScores:
         return None if self.given else self.A[users]
 
     def fused(self):
-        """Whether rank_users scores with kernels/fused_rank.cu (FUSED, float32 factors, no TF32)."""
+        """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors, no TF32)."""
         return FUSED and not self.given and self.dtype == np.float32 and not self.tf32 and self.n_factors > 0
 
     def launch_args(self):
@@ -385,6 +387,26 @@ def fused_span(n_users, n_items):
     return -(-tiles // spans) * FUSED_ITEMS
 
 
+def topk_sample(n_items, k):
+    """The items whose scores bound each user's k-th largest before fused_topk scores them all:
+    (begin, n) pieces spread over the catalogue (TOPK_SAMPLE_PIECES, none overlapping), about
+    4 k n_items / TOPK_CAPACITY items in all and at least 8 k, so that on items in random order
+    a user's candidates fill about a quarter of its buffer; None where that is more than half
+    the catalogue (scoring it twice would cost more than the tiles)."""
+    total = max(-(-4 * k * n_items // TOPK_CAPACITY), 8 * k)
+    if 2 * total > n_items:
+        return None
+    pieces = min(TOPK_SAMPLE_PIECES, total)
+    size = -(-total // pieces)  # at most n_items // pieces: the pieces do not overlap
+    return [(c * n_items // pieces, size) for c in range(pieces)]
+
+
+def _float_at_most(cp, x):
+    """float32 values at most the float64 x (x rounded down; -inf below float32's range)."""
+    f = x.astype(cp.float32)
+    return cp.where(f.astype(cp.float64) > x, cp.nextafter(f, cp.float32(-cp.inf)), f)
+
+
 def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFAULT_MAX_MEMORY):
     """(items, scores) of shape (len(users), k): each user's k best pool items by defined score
     (ties by key), -1 and NaN where the pool has fewer than k items with a non-NaN score."""
@@ -402,6 +424,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
         rows = batch_size or max(1, int((max_memory - scorer.fixed_bytes(n_items))
                                         // (n_items * (scorer.itemsize() + 40) + scorer.bytes_per_user())))
     topk = kernel("topk_tile", f"topk_tile_{scorer.suffix}")
+    finish = kernel("topk_tile", "topk_finish")
+    sample = topk_sample(n_items, k) if kernel_path and scorer.fused() else None
 
     def run(begin, end):
         batch = users_d[begin:end]
@@ -416,12 +440,25 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             overflow = cp.zeros(nb, dtype=cp.int32)
             tile = min(n_items, TILE_ITEMS)
             buffer = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
-            for item_begin in range(0, n_items, tile):
-                n = min(tile, n_items - item_begin)
-                S, ld, given = scorer.tile(user_rows, item_begin, n, buffer)
-                topk((nb,), (TOPK_THREADS,), (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr,
-                                              train_indices, scorer.launch_args()[3], tol, np.int64(k), cand_scores,
-                                              cand_items, count, tau, overflow))
+            for piece_begin, piece_n in sample or [(0, n_items)]:  # the sample's pieces, or every item
+                for item_begin in range(piece_begin, piece_begin + piece_n, tile):
+                    n = min(tile, piece_begin + piece_n - item_begin)
+                    S, ld, given = scorer.tile(user_rows, item_begin, n, buffer)
+                    topk((nb,), (TOPK_THREADS,), (S, ld, given, np.int64(item_begin), np.int64(n), batch,
+                                                  train_indptr, train_indices, scorer.launch_args()[3], tol,
+                                                  np.int64(k), cand_scores, cand_items, count, tau, overflow))
+            finish((nb,), (TOPK_THREADS,), (np.int64(k), tol, cand_scores, cand_items, count, tau, overflow))
+            if sample:  # tau: at most the k-th largest filter score; every item scored again, fused
+                overflow |= count < k  # too few sampled pool items for a bound: the full-row path
+                threshold = _float_at_most(cp, tau - 2.0 * tol)
+                count.fill(0)
+                span = fused_span(nb, n_items)
+                kernel("topk_tile", "fused_topk_f32")(
+                    ((nb + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), (FUSED_THREADS,),
+                    (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
+                     np.int64(span), np.int64(nb), batch, train_indptr, train_indices, threshold, cand_scores,
+                     cand_items, count, overflow))
+                finish((nb,), (TOPK_THREADS,), (np.int64(k), tol, cand_scores, cand_items, count, tau, overflow))
             held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]
             held &= ~overflow.astype(bool)[:, None]
             local, slot = cp.nonzero(held.reshape(nb, TOPK_CAPACITY))

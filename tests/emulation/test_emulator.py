@@ -553,6 +553,17 @@ class Problem:
                                 scores, keys, *outputs, self.tolerance(batch), np.uint64(self.seed),
                                 np.int32(self.noise)))], outputs
 
+    def fused_topk_launches(self, batch, span, threshold, overflow=None):
+        """The fused_topk launch of one batch (float32 factors), as _gpu.top_k makes it."""
+        nb = batch.shape[0]
+        outputs = (np.full(nb * 8192, np.nan), np.full(nb * 8192, -1, dtype=np.int32), np.zeros(nb, dtype=np.int32),
+                   np.zeros(nb, dtype=np.int32) if overflow is None else overflow.astype(np.int32))
+        _, B, n_factors, bias = self.launch_args()
+        grid = (-(-nb // _gpu.FUSED_USERS), -(-self.n_items // span))
+        return [(grid, (256,), (np.ascontiguousarray(self.A[batch]), B, n_factors, bias, np.int64(self.n_items),
+                                np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices,
+                                threshold.astype(np.float32), *outputs))], outputs
+
     def topk_launches(self, batch, tile, k):
         nb = batch.shape[0]
         outputs = (np.full(nb * 8192, np.nan), np.full(nb * 8192, -1, dtype=np.int32), np.zeros(nb, dtype=np.int32),
@@ -604,6 +615,19 @@ def topk_result(outputs):
         s, i = scores[b * 8192: b * 8192 + count[b]], items[b * 8192: b * 8192 + count[b]]
         order = np.lexsort([s, i])
         result.append((int(count[b]), float(tau[b]), i[order].tolist(), s[order].tolist()))
+    return result
+
+
+def fused_topk_result(outputs):
+    """Per user: overflow, count, and where the buffer held them all the candidates as a sorted set."""
+    scores, items, count, overflow = outputs
+    result = []
+    for b in range(count.shape[0]):
+        held = min(int(count[b]), 8192)
+        s, i = scores[b * 8192: b * 8192 + held], items[b * 8192: b * 8192 + held]
+        order = np.lexsort([s, i])
+        result.append((int(overflow[b]), int(count[b])) + ((i[order].tolist(), s[order].tolist())
+                                                          if count[b] <= 8192 else ()))
     return result
 
 
@@ -1011,16 +1035,17 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
 
 
 FUSED_MUTANTS = {  # (file, old, new)
-    "missing barrier after a factor step": ("fused_rank.cu",
-                                            "            if (more) store(buf ^ 1);\n            __syncthreads();",
-                                            "            if (more) store(buf ^ 1);"),
+    "missing barrier after a factor step": ("score_tile.cuh",
+                                            "        if (more) store(buf ^ 1);\n        __syncthreads();",
+                                            "        if (more) store(buf ^ 1);"),
     "missing barrier after a tile": ("fused_rank.cu", "        __syncthreads();  // the next tile's",
                                      "        // the next tile's"),
-    "training items not masked": ("fused_rank.cu", "in_span & ~trained", "in_span"),
-    "the second half's training items from the first's": ("fused_rank.cu", "[FUSED_ITEMS / 64 + word]", "[word]"),
-    "the last factor left out": ("fused_rank.cu", "k < n_factors - k0; ++k) multiply(k)",
+    "training items not masked": ("score_tile.cuh", "in_span & ~trained", "in_span"),
+    "the second half's training items from the first's": ("score_tile.cuh", "[FUSED_ITEMS / 64 + word]", "[word]"),
+    "the last factor left out": ("score_tile.cuh", "k < n_factors - k0; ++k) multiply(k)",
                                  "k < n_factors - k0 - 1; ++k) multiply(k)"),
-    "a tile's last item skipped": ("fused_rank.cu", "(uint32_t)(col(j) < n_in)", "(uint32_t)(col(j) + 1 < n_in)"),
+    "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(gr_tile_col(tx, j) < n_in)",
+                                   "(uint32_t)(gr_tile_col(tx, j) + 1 < n_in)"),
     "half a warp's pool statistics": ("fused_rank.cu", "for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
     "shared counts never flushed": ("fused_rank.cu", "if (sh_cnt[i]) atomicAdd", "if (false) atomicAdd"),
@@ -1028,6 +1053,77 @@ FUSED_MUTANTS = {  # (file, old, new)
     "a row's minimum from its last tile alone": ("fused_rank.cu", "sh_min[r] = fmin(sh_min[r], mn);",
                                                  "sh_min[r] = mn;"),
 }
+
+
+FUSED_TOPK_CASES = {  # Problem, batch, span
+    "one-row-block": (dict(seed=46, n_users=40, n_items=1500, n_factors=11), np.arange(40), 768),
+    "two-row-blocks-no-bias": (dict(seed=47, n_users=150, n_items=700, n_factors=4, bias=False), np.arange(150), 256),
+}
+
+
+def fused_topk_thresholds(p, batch, rng):
+    """Per user: about a fifth of its pool at or above (the model's filter scores), or -inf, or +inf."""
+    S = p.A[batch].astype(np.float32) @ p.B.T + (p.bias.astype(np.float32) if p.bias is not None else 0)
+    threshold = np.quantile(np.where(np.isfinite(S), S, 0), 0.8, axis=1).astype(np.float32)
+    threshold[rng.random(batch.shape[0]) < 0.1] = -np.inf
+    threshold[rng.random(batch.shape[0]) < 0.1] = np.inf
+    return threshold
+
+
+@pytest.mark.parametrize("case", FUSED_TOPK_CASES)
+def test_fused_topk_equals_the_model(real, case):
+    """kernels/topk_tile.cu fused_topk_f32: the model's candidates (every pool item at or above
+    the user's threshold) as sets, their count, and the flags (user 1: NaN scores; users flagged
+    before the launch are skipped) under three schedules and block orders. Integer factors: the
+    filter scores are exact, so kernel and model agree on every one. Row blocks, spans, a last
+    tile of part of 128 items, F not a multiple of the factor step."""
+    kw, batch, span = FUSED_TOPK_CASES[case]
+    p = Problem(dtype=np.float32, integer=True, **kw)
+    rng = np.random.default_rng(kw["seed"])
+    flagged = rng.random(batch.shape[0]) < 0.1
+    launches, outputs = p.fused_topk_launches(batch.astype(np.int64), span, fused_topk_thresholds(p, batch, rng),
+                                              flagged)
+    want = fused_topk_result(run(gpu_model.fused_topk, launches, outputs))
+    assert want[1][0] == 1 and sum(r[1] for r in want) > 1000  # the NaN user; candidates
+    kernel = real["topk_tile"].get_function("fused_topk_f32")
+    for schedule, block_order, seed in SCHEDULES:
+        got = fused_topk_result(run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed))
+        assert got == want, f"{case}, {schedule}"
+
+
+def test_fused_topk_counts_past_its_buffer(real):
+    """More candidates than a buffer holds (8,192): count goes on (the host flags the user), the
+    buffer holds 8,192 distinct candidates."""
+    p = Problem(seed=48, dtype=np.float32, integer=True, n_users=3, n_items=9000, n_factors=2, train_density=0.01)
+    batch = np.array([0, 2], dtype=np.int64)  # user 2: every score the bias alone
+    launches, outputs = p.fused_topk_launches(batch, 2304, np.full(2, -np.inf))
+    want = run(gpu_model.fused_topk, launches, outputs)
+    got = run(real["topk_tile"].get_function("fused_topk_f32"), launches, outputs, schedule="shuffle", seed=2)
+    pool_sizes = 9000 - np.diff(p.train_indptr)[batch]
+    np.testing.assert_array_equal(got[2], pool_sizes)
+    np.testing.assert_array_equal(got[2], want[2])
+    for b in range(2):
+        held = got[1][b * 8192: (b + 1) * 8192]
+        assert (held >= 0).all() and np.unique(held).shape[0] == 8192 and not np.isin(held, p.train_indices[
+            p.train_indptr[batch[b]]: p.train_indptr[batch[b] + 1]]).any()
+
+
+def test_topk_finish_equals_the_model(real):
+    """kernels/topk_tile.cu topk_finish after topk_tile's tiles: each user's buffer cut to
+    tau - 2 tol of its k-th largest (fewer than k: left; overflowed: flagged)."""
+    p = Problem(seed=49, n_users=7, n_items=9000)
+    launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
+    tiles = run(gpu_model.topk_tile, launches, outputs)
+    tol = p.tolerance(np.arange(7))
+    finish = [((7,), (1024,), (np.int64(10), tol, *outputs))]
+    tiles_out = dict(zip(map(id, outputs), tiles))
+    finish = [(g, b, tuple(tiles_out.get(id(x), x) for x in args)) for g, b, args in finish]
+    want = topk_result(run(gpu_model.topk_finish, finish, tiles))
+    assert want != topk_result(tiles) and any(r[0] == "overflow" for r in want)
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["topk_tile"].get_function("topk_finish"), finish, tiles, schedule=schedule,
+                  block_order=block_order, seed=seed)
+        assert topk_result(got) == want, schedule
 
 
 @pytest.mark.parametrize("mutant", FUSED_MUTANTS)
@@ -1046,6 +1142,60 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     mutated_kernels(tmp_path, file, old, new)
     mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
+
+
+FUSED_TOPK_MUTANTS = {  # (old, new, occurrence) in topk_tile.cu
+    "a candidate equal to the threshold left out": ("else if (s >= at_least)", "else if (s > at_least)", 1),
+    "non-finite scores never looked at": ("if (hit || check != check)", "if (hit)", 1),
+    "flagged users not skipped": ("if (t < n_rows && !overflow[b0 + t])", "if (t < n_rows)", 1),
+    "a candidate's bias left out": ("const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];",
+                                    "const float s = acc[i][j];", 2),
+    "the buffer's last slot left empty": ("if (p < TOPK_CAPACITY) {", "if (p + 1 < TOPK_CAPACITY) {", 1),
+    "a finished buffer cut below the k-th": ("    topk_shrink(cand_scores + b * TOPK_CAPACITY, cand_items + b * "
+                                             "TOPK_CAPACITY, k, 2.0 * tol[b], sh);",
+                                             "    topk_shrink(cand_scores + b * TOPK_CAPACITY, cand_items + b * "
+                                             "TOPK_CAPACITY, k + 1, 2.0 * tol[b], sh);", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", FUSED_TOPK_MUTANTS)
+def test_fused_topk_mutants_are_caught(real, mutant, tmp_path):
+    old, new, occurrence = FUSED_TOPK_MUTANTS[mutant]
+    mutated_kernels(tmp_path, "topk_tile.cu", old, new, occurrence)
+    mutated = module("topk_tile", (tmp_path / "topk_tile.cu").read_text(), include=tmp_path)
+    if "finish" in mutant:  # topk_finish after the tiles, as in test_topk_finish_equals_the_model
+        p = Problem(seed=49, n_users=7, n_items=9000)
+        launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
+        tiles = run(gpu_model.topk_tile, launches, outputs)
+        finish = [((7,), (1024,), (np.int64(10), p.tolerance(np.arange(7)), *tiles))]
+        want = run(gpu_model.topk_finish, finish, tiles)
+        assert not caught(real["topk_tile"].get_function("topk_finish"), finish, tiles, want, topk_result)
+        assert caught(mutated.get_function("topk_finish"), finish, tiles, want, topk_result)
+        return
+    if "last slot" in mutant:  # more candidates than the buffer holds
+        p = Problem(seed=48, dtype=np.float32, integer=True, n_users=3, n_items=9000, n_factors=2, train_density=0.01)
+        launches, outputs = p.fused_topk_launches(np.array([0, 2], dtype=np.int64), 2304, np.full(2, -np.inf))
+        compare = fused_topk_held
+    else:
+        kw, batch, span = FUSED_TOPK_CASES["one-row-block"]
+        p = Problem(dtype=np.float32, integer=True, **kw)
+        rng = np.random.default_rng(kw["seed"])
+        threshold = fused_topk_thresholds(p, batch, rng)
+        if "non-finite" in mutant:  # no candidate anywhere: a thread's NaN scores alone send it down the full path
+            threshold[:] = np.inf
+        launches, outputs = p.fused_topk_launches(batch.astype(np.int64), span, threshold,
+                                                  rng.random(batch.shape[0]) < 0.1)
+        compare = fused_topk_result
+    want = run(gpu_model.fused_topk, launches, outputs)
+    assert not caught(real["topk_tile"].get_function("fused_topk_f32"), launches, outputs, want, compare)
+    assert caught(mutated.get_function("fused_topk_f32"), launches, outputs, want, compare)
+
+
+def fused_topk_held(outputs):
+    """Per user: its count, and how many distinct items its buffer holds (all of it where full; -1: none)."""
+    _, items, count, _ = outputs
+    held = [items[b * 8192: b * 8192 + min(int(count[b]), 8192)] for b in range(count.shape[0])]
+    return [(int(count[b]), np.unique(h[h >= 0]).shape[0]) for b, h in enumerate(held)]
 
 
 def test_topk_tile_missing_barrier_is_caught(real):

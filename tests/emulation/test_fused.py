@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import gpureco
 from conftest import assert_identical, cpu_and_gpu, problem_with_special_users
@@ -150,3 +151,71 @@ def test_a_batch_needs_no_score_tile(monkeypatch):
         monkeypatch.setattr(_gpu, "FUSED", False)
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
     assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [16] * 3 + [11]
+
+
+def _top_k_both(*args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cpu = gpureco.top_k(*args, device="cpu", **kw)
+        gpu = gpureco.top_k(*args, device="gpu", **kw)
+    np.testing.assert_array_equal(gpu[0], cpu[0])
+    np.testing.assert_array_equal(gpu[1], cpu[1])
+    return cpu
+
+
+def fused_topk_launches(cupy):
+    return [grid for name, grid, _ in cupy.launches if name == "fused_topk_f32"]
+
+
+TOP_K_CASES = {  # problem, k, top_k's options, schedule
+    "biases-k10": (dict(seed=11), 10, dict(biases=True)),
+    "ties-noise-k3": (dict(seed=12, n_factors=5, integer=True), 3, dict(break_ties_with_noise=True, seed=4)),
+    "ties-k60-f17": (dict(seed=13, n_factors=17, integer=True), 60, dict(biases=True)),
+    "150-users-k1": (dict(seed=14, n_users=150), 1, dict()),
+}
+
+
+@pytest.mark.parametrize("case", TOP_K_CASES)
+def test_fused_top_k_equals_the_cpu(monkeypatch, case):
+    """top_k with FUSED: a sample of the items (cuBLAS tiles, topk_tile, topk_finish) bounds each
+    user's k-th largest, fused_topk_f32 scores every item and keeps those that reach the bound,
+    topk_finish cuts them to the near-ties of the k-th: the CPU's lists, bit for bit."""
+    setup, k, kw = TOP_K_CASES[case]
+    X_train, _, A, B, bias = problem(**setup)
+    if kw.pop("biases", False):
+        kw["item_biases"] = bias
+    sample = _gpu.topk_sample(N_ITEMS, k)
+    scored = []
+    tile = _gpu.FactorScores.tile
+    monkeypatch.setattr(_gpu.FactorScores, "tile", lambda self, rows, begin, n, buf: scored.append((begin, n)) or
+                        tile(self, rows, begin, n, buf))
+    with emulated_device(monkeypatch, **SCHEDULES[list(TOP_K_CASES).index(case) % 3]) as cupy:
+        items, _ = _top_k_both(A, B, k, X_train=X_train, **kw)
+    assert (items[2:] >= 0).all()
+    assert scored == sample + [(0, N_ITEMS)]  # cuBLAS: the sample's pieces, then user 0's full row (a NaN factor)
+    assert fused_topk_launches(cupy) == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])  # FUSED_BLOCKS = 4
+
+
+def test_fused_top_k_flags_what_it_cannot_bound(monkeypatch):
+    """Users the fused pass cannot settle take the full-row path, with the CPU's lists: a NaN or
+    infinite factor (filter scores not finite), every score equal (more candidates than a buffer
+    holds: 9,000 items), and a user with fewer than k pool items in the sample."""
+    rng = np.random.default_rng(15)
+    n_users, n_items, k = 6, 9000, 10
+    A = rng.standard_normal((n_users, 4)).astype(np.float32)
+    B = rng.standard_normal((n_items, 4)).astype(np.float32)
+    A[1, 2], A[2, 0] = np.nan, np.inf
+    train = np.zeros((n_users, n_items), dtype=bool)
+    for begin, n in _gpu.topk_sample(n_items, k):
+        train[3, begin: begin + n] = True  # user 3's sampled items are all training items
+    X_train = sp.csr_array(train.astype(np.float64))
+    full_rows = []
+    inner = _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(np.asarray(a[2]).tolist()) or inner(*a))
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="reverse", seed=3) as cupy:
+        _top_k_both(A, B, k, X_train=X_train)
+        B[:, :] = 1.0
+        A[4:] = 1.0
+        _top_k_both(A[4:], B, k)  # every score equal
+    assert full_rows == [[1, 2, 3], [0, 1]]
+    assert len(fused_topk_launches(cupy)) == 2

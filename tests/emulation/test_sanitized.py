@@ -26,7 +26,8 @@ from emulation.emulator import EmulationError, RawModule
 
 CLEAN = PRELUDE + """
 import gpu_model
-from emulation.test_emulator import KERNELS, Problem, assert_same, finish_result, module, run, topk_result
+from emulation.test_emulator import (KERNELS, Problem, assert_same, finish_result, fused_topk_result,
+                                     fused_topk_thresholds, module, run, topk_result)
 from gpureco.engine import _gpu
 
 sanitized = {file: RawModule(code=(KERNELS / f"{file}.cu").read_text(), options=_gpu.compile_options(), sanitize=True)
@@ -51,6 +52,17 @@ for kw in (dict(n_users=130, n_items=1000, test_density=0.01), dict(n_users=9, b
     launches, outputs = p.fused_launches(np.arange(p.A.shape[0], dtype=np.int64), span=640)
     got = run(sanitized["fused_rank"].get_function("fused_rank_f32"), launches, outputs, schedule="shuffle")
     assert_same(got, run(gpu_model.fused_rank, launches, outputs), "fused_rank")
+p = Problem(seed=33, dtype=np.float32, n_users=130, n_items=1000, n_factors=11, integer=True)
+batch = np.arange(130, dtype=np.int64)
+launches, outputs = p.fused_topk_launches(batch, 640, fused_topk_thresholds(p, batch, np.random.default_rng(3)))
+got = run(sanitized["topk_tile"].get_function("fused_topk_f32"), launches, outputs, schedule="shuffle")
+assert fused_topk_result(got) == fused_topk_result(run(gpu_model.fused_topk, launches, outputs))
+p = Problem(seed=34, n_items=9000)
+launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
+tiles = run(gpu_model.topk_tile, launches, outputs)
+finish = [((7,), (1024,), (np.int64(10), p.tolerance(np.arange(7)), *tiles))]
+got = run(sanitized["topk_tile"].get_function("topk_finish"), finish, tiles, schedule="reverse")
+assert topk_result(got) == topk_result(run(gpu_model.topk_finish, finish, tiles))
 print("clean")
 """
 
