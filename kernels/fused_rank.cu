@@ -75,8 +75,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const auto col = [&](int j) { return gr_tile_col(tx, j); };
 
     // thread r < FUSED_USERS: row r's bands and worst band, and its training items from the span on
-    const int32_t* train = train_indices;
-    int64_t cursor = 0, n_train = 0;
+    RowTraining training;
     if (t < FUSED_USERS) {
         float worst = (float)GR_INF;  // below it an item outranks no test item (also: none)
         sh_first[t] = t < n_rows ? tests_begin[b0 + t] - tb0 : n_tests;
@@ -94,9 +93,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
                 float high;
                 gr_band(test_scores[t0 + m - 1], tl, &worst, &high);
             }
-            train = train_indices + train_indptr[u];
-            n_train = train_indptr[u + 1] - train_indptr[u];
-            cursor = gr_lower_bound(train, n_train, span_begin);
+            training = gr_row_training(train_indptr, train_indices, u, span_begin);
         }
         sh_worst[t] = worst;
         sh_min[t] = (float)GR_INF;
@@ -117,10 +114,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const int lr = t >> 1;
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) {  // row t's training items in the tile (read by all after the next barrier)
-            gr_tile_training(train, n_train, cursor, j0, train_bits[t]);
-            sh_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;  // (FUSED_ITEMS == FUSED_USERS)
-        }
+        if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
         float acc[8][8];
         gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
 

@@ -81,19 +81,37 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
     }
 }
 
-// Thread r < FUSED_USERS, once per tile: row r's training items among the tile's items
-// j0 .. j0 + FUSED_ITEMS - 1 into bits (bit c of word c >> 5 for item j0 + c), from its
-// ascending training items train[cursor ..], past which cursor moves.
-__device__ __forceinline__ void gr_tile_training(const int32_t* train, int64_t n_train, int64_t& cursor, int64_t j0,
-                                                 uint32_t* bits) {
+// Thread r < FUSED_USERS: row r's ascending training items, from the span's first on (none for
+// a row past the batch's or one not scored).
+struct RowTraining {
+    const int32_t* items = nullptr;
+    int64_t n = 0, cursor = 0;
+};
+
+__device__ __forceinline__ RowTraining gr_row_training(const int64_t* indptr, const int32_t* indices, int64_t u,
+                                                       int64_t span_begin) {
+    RowTraining row;
+    row.items = indices + indptr[u];
+    row.n = indptr[u + 1] - indptr[u];
+    row.cursor = gr_lower_bound(row.items, row.n, span_begin);
+    return row;
+}
+
+// Thread t < FUSED_USERS, once per tile, before gr_score_tile (whose barriers publish them): row
+// t's training items among the tile's items j0 .. j0 + FUSED_ITEMS - 1 as bits (bit c of word
+// c >> 5 for item j0 + c; the cursor moves past them), and the bias of the tile's item t.
+__device__ __forceinline__ void gr_tile_prepare(RowTraining& row, int64_t j0, int64_t span_end, const double* bias,
+                                                uint32_t* bits, float* tile_bias) {
     uint32_t words[FUSED_ITEMS / 32] = {0, 0, 0, 0};
-    for (; cursor < n_train && train[cursor] < j0 + FUSED_ITEMS; ++cursor) {
-        const int64_t c = train[cursor] - j0;
+    for (; row.cursor < row.n && row.items[row.cursor] < j0 + FUSED_ITEMS; ++row.cursor) {
+        const int64_t c = row.items[row.cursor] - j0;
 #pragma unroll
         for (int w = 0; w < FUSED_ITEMS / 32; ++w) words[w] |= (c >> 5) == w ? 1u << (c & 31) : 0u;
     }
 #pragma unroll
     for (int w = 0; w < FUSED_ITEMS / 32; ++w) bits[w] = words[w];
+    const int t = threadIdx.x;  // (FUSED_ITEMS == FUSED_USERS: thread t < FUSED_USERS reads item t's bias)
+    tile_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;
 }
 
 static_assert(FUSED_ITEMS == 128, "gr_tile_pool reads two 64-item halves of a tile");

@@ -246,16 +246,13 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
     const int t = threadIdx.x, ty = t >> 4, tx = t & 15;
 
     // thread r < FUSED_USERS: row r's threshold (+inf: nothing is a candidate) and training items
-    const int32_t* train = train_indices;
-    int64_t cursor = 0, n_train = 0;
+    RowTraining training;
     if (t < FUSED_USERS) {
         float at_least = (float)GR_INF;
         if (t < n_rows && !overflow[b0 + t]) {
             const int64_t u = users[b0 + t];
             at_least = threshold[b0 + t];
-            train = train_indices + train_indptr[u];
-            n_train = train_indptr[u + 1] - train_indptr[u];
-            cursor = gr_lower_bound(train, n_train, span_begin);
+            training = gr_row_training(train_indptr, train_indices, u, span_begin);
         }
         sh_threshold[t] = at_least;
     }
@@ -263,10 +260,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
     const int lr = t >> 1;  // thread t loads the factors of row lr and of the tile's item lr
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) {  // row t's training items in the tile (read by all after the next barrier)
-            gr_tile_training(train, n_train, cursor, j0, train_bits[t]);
-            sh_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;  // (FUSED_ITEMS == FUSED_USERS)
-        }
+        if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
         float acc[8][8];
         gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
         // the common case in few instructions a score: no score reaches its row's threshold, and

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 import gpureco
 from conftest import assert_identical, cpu_and_gpu, problem_with_special_users
 from emulation.device import emulated_device
+from emulation.test_emulated_backend import _both_top_k
 from emulation.emulator import have_compiler
 from gpureco.engine import _gpu
 
@@ -153,16 +154,6 @@ def test_a_batch_needs_no_score_tile(monkeypatch):
     assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [16] * 3 + [11]
 
 
-def _top_k_both(*args, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        cpu = gpureco.top_k(*args, device="cpu", **kw)
-        gpu = gpureco.top_k(*args, device="gpu", **kw)
-    np.testing.assert_array_equal(gpu[0], cpu[0])
-    np.testing.assert_array_equal(gpu[1], cpu[1])
-    return cpu
-
-
 def fused_topk_launches(cupy):
     return [grid for name, grid, _ in cupy.launches if name == "fused_topk_f32"]
 
@@ -190,7 +181,7 @@ def test_fused_top_k_equals_the_cpu(monkeypatch, case):
     monkeypatch.setattr(_gpu.FactorScores, "tile", lambda self, rows, begin, n, buf: scored.append((begin, n)) or
                         tile(self, rows, begin, n, buf))
     with emulated_device(monkeypatch, **SCHEDULES[list(TOP_K_CASES).index(case) % 3]) as cupy:
-        items, _ = _top_k_both(A, B, k, X_train=X_train, **kw)
+        items, _ = _both_top_k(A, B, k, X_train=X_train, **kw)
     assert (items[2:] >= 0).all()
     assert scored == sample + [(0, N_ITEMS)]  # cuBLAS: the sample's pieces, then user 0's full row (a NaN factor)
     assert fused_topk_launches(cupy) == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])  # FUSED_BLOCKS = 4
@@ -213,9 +204,9 @@ def test_fused_top_k_flags_what_it_cannot_bound(monkeypatch):
     inner = _gpu._full_row_candidates
     monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(np.asarray(a[2]).tolist()) or inner(*a))
     with emulated_device(monkeypatch, schedule="shuffle", block_order="reverse", seed=3) as cupy:
-        _top_k_both(A, B, k, X_train=X_train)
+        _both_top_k(A, B, k, X_train=X_train)
         B[:, :] = 1.0
         A[4:] = 1.0
-        _top_k_both(A[4:], B, k)  # every score equal
+        _both_top_k(A[4:], B, k)  # every score equal
     assert full_rows == [[1, 2, 3], [0, 1]]
     assert len(fused_topk_launches(cupy)) == 2
