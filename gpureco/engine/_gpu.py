@@ -349,9 +349,9 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         nonfinite = cp.zeros(nb, dtype=cp.int32)
         tol = scorer.tolerance(batch, user_rows)
         if fused:  # one launch: the kernel scores and counts
-            span = fused_span(nb, n_items)
+            grid, span = fused_grid(nb, n_items)
             kernel("fused_rank", "fused_rank_f32")(
-                ((nb + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), (FUSED_THREADS,),
+                grid, (FUSED_THREADS,),
                 (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                  np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,
                  pool_min, pool_max, nonfinite, tol, seed, noise))
@@ -378,8 +378,15 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     return result
 
 
+def fused_grid(n_users, n_items):
+    """(grid, span) of a fused kernel (fused_rank, fused_topk) over a batch: row blocks of
+    FUSED_USERS users x spans of fused_span items."""
+    span = fused_span(n_users, n_items)
+    return ((n_users + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), span
+
+
 def fused_span(n_users, n_items):
-    """Items of one fused_rank block: a multiple of FUSED_ITEMS, about FUSED_BLOCKS blocks in all
+    """Items of one fused block (fused_rank, fused_topk): a multiple of FUSED_ITEMS, about FUSED_BLOCKS blocks in all
     (enough waves that the last one's tail is short, few enough that each block's set-up and
     count flush are rare), at most FUSED_MAX_SPAN."""
     tiles = -(-n_items // FUSED_ITEMS)
@@ -452,9 +459,9 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
                 overflow |= count < k  # too few sampled pool items for a bound: the full-row path
                 threshold = _float_at_most(cp, tau - 2.0 * tol)
                 count.fill(0)
-                span = fused_span(nb, n_items)
+                grid, span = fused_grid(nb, n_items)
                 kernel("topk_tile", "fused_topk_f32")(
-                    ((nb + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), (FUSED_THREADS,),
+                    grid, (FUSED_THREADS,),
                     (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                      np.int64(span), np.int64(nb), batch, train_indptr, train_indices, threshold, cand_scores,
                      cand_items, count, overflow))

@@ -564,6 +564,13 @@ class Problem:
                                 np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices,
                                 threshold.astype(np.float32), *outputs))], outputs
 
+    def topk_finish_launch(self, batch, tile, k):
+        """The topk_finish launch after topk_tile's tiles of the batch (run on the model), and the
+        buffers it starts from."""
+        launches, outputs = self.topk_launches(batch, tile, k)
+        tiles = run(gpu_model.topk_tile, launches, outputs)
+        return [((batch.shape[0],), (1024,), (np.int64(k), self.tolerance(batch), *tiles))], tiles
+
     def topk_launches(self, batch, tile, k):
         nb = batch.shape[0]
         outputs = (np.full(nb * 8192, np.nan), np.full(nb * 8192, -1, dtype=np.int32), np.zeros(nb, dtype=np.int32),
@@ -1111,13 +1118,8 @@ def test_fused_topk_counts_past_its_buffer(real):
 def test_topk_finish_equals_the_model(real):
     """kernels/topk_tile.cu topk_finish after topk_tile's tiles: each user's buffer cut to
     tau - 2 tol of its k-th largest (fewer than k: left; overflowed: flagged)."""
-    p = Problem(seed=49, n_users=7, n_items=9000)
-    launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
-    tiles = run(gpu_model.topk_tile, launches, outputs)
-    tol = p.tolerance(np.arange(7))
-    finish = [((7,), (1024,), (np.int64(10), tol, *outputs))]
-    tiles_out = dict(zip(map(id, outputs), tiles))
-    finish = [(g, b, tuple(tiles_out.get(id(x), x) for x in args)) for g, b, args in finish]
+    finish, tiles = Problem(seed=49, n_users=7, n_items=9000).topk_finish_launch(np.arange(7, dtype=np.int64),
+                                                                                5000, 10)
     want = topk_result(run(gpu_model.topk_finish, finish, tiles))
     assert want != topk_result(tiles) and any(r[0] == "overflow" for r in want)
     for schedule, block_order, seed in SCHEDULES:
@@ -1164,10 +1166,8 @@ def test_fused_topk_mutants_are_caught(real, mutant, tmp_path):
     mutated_kernels(tmp_path, "topk_tile.cu", old, new, occurrence)
     mutated = module("topk_tile", (tmp_path / "topk_tile.cu").read_text(), include=tmp_path)
     if "finish" in mutant:  # topk_finish after the tiles, as in test_topk_finish_equals_the_model
-        p = Problem(seed=49, n_users=7, n_items=9000)
-        launches, outputs = p.topk_launches(np.arange(7, dtype=np.int64), tile=5000, k=10)
-        tiles = run(gpu_model.topk_tile, launches, outputs)
-        finish = [((7,), (1024,), (np.int64(10), p.tolerance(np.arange(7)), *tiles))]
+        finish, tiles = Problem(seed=49, n_users=7, n_items=9000).topk_finish_launch(np.arange(7, dtype=np.int64),
+                                                                                    5000, 10)
         want = run(gpu_model.topk_finish, finish, tiles)
         assert not caught(real["topk_tile"].get_function("topk_finish"), finish, tiles, want, topk_result)
         assert caught(mutated.get_function("topk_finish"), finish, tiles, want, topk_result)
