@@ -10,6 +10,12 @@ so it is measured here on the CPU, for each bound gpureco has used:
 - TF32 before the split (commit 240cd19): about 2**-9 of the scale, TF32 inputs;
 - TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms.
 
+Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
+each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
+in the user's table (gr_place_cells: 128 cells from the worst band's low edge to the best
+band's high edge), by the search (a cell holding a band's edge), or inside a band (the
+defined score). The filter score is modelled as the exact score rounded to float32.
+
 The problem is bench_gpu's (bench_cpu.make_problem: N(0, 1) factors, about 10 test items a
 user), on --sample users. Writes <out>/bands_<date>.json and .md.
 
@@ -38,6 +44,33 @@ def share_in_bands(A, B, X_test, users, tol):
     return float(np.mean(shares))
 
 
+def float_bands(t, tol):
+    """gr_band for float32 filters: t - tol rounded down and t + tol rounded up to float32."""
+    lo, hi = (t - tol).astype(np.float32), (t + tol).astype(np.float32)
+    lo = np.where(lo > t - tol, np.nextafter(lo, np.float32(-np.inf)), lo)
+    hi = np.where(hi < t + tol, np.nextafter(hi, np.float32(np.inf)), hi)
+    return lo, hi
+
+
+def placements(A, B, X_test, users, tol, cells=128):
+    """Mean shares of pool items (here: every item) below the worst band, placed by a cell, by
+    the search, and inside a band, as bands.cuh's gr_place_cells places float32 filter scores."""
+    shares = []
+    for u in users:
+        s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)
+        t = -np.sort(-(A[u].astype(np.float64) @ B[X_test[[u]].indices].T.astype(np.float64)))
+        lo, hi = float_bands(t, tol[u])
+        base, scale = lo[-1], np.float32(cells - 2) / (hi[0] - lo[-1])
+        cell = lambda x: np.clip((x - base) * scale, 0, cells - 1).astype(np.int64)  # noqa: E731
+        above = s >= base
+        searched = np.isin(cell(s), np.r_[cell(lo), cell(hi)]) & above
+        in_band = (np.searchsorted(-hi, -s, side="right") > np.searchsorted(-lo, -s)) & above
+        shares.append([np.mean(~above), np.mean(above & ~searched & ~in_band), np.mean(searched),
+                       np.mean(in_band & ~searched)])
+    return dict(zip(["below the worst band", "a cell", "the search", "a cell, inside a band"],
+                    np.mean(shares, axis=0).tolist()))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=200)
@@ -62,15 +95,19 @@ def main(argv=None):
     }
     rows = {name: dict(median_tol=float(np.median(tol)), share=share_in_bands(A, B, X_test, users, tol))
             for name, tol in bounds.items()}
+    placed = placements(A, B, X_test, users, bounds["FP32, norms"])
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
             "problem": dict(users=args.users, items=args.items, factors=f, sample=args.sample,
-                            test_items_per_user=X_test.nnz / args.users), "bounds": rows}
+                            test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed}
     lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
              f"`python benchmarks/bench_bands.py` defaults: {args.items:,} items x {f} N(0, 1) factors, "
              f"{X_test.nnz / args.users:.1f} test items a user, {args.sample} users measured. Each such item "
              "costs a defined score (F float64 products and a read of its factors); the others one compare.", "",
              "| bound | median tol | pool items in a band |", "|---|---:|---:|"]
     lines += [f"| {name} | {r['median_tol']:.3g} | {100 * r['share']:.3f}% |" for name, r in rows.items()]
+    lines += ["", "Where the counting places a pool item (FP32, norms; kernels/bands.cuh, 128 cells a user):", "",
+              "| placed by | pool items |", "|---|---:|"]
+    lines += [f"| {name} | {100 * share:.2f}% |" for name, share in placed.items()]
     print("\n".join(lines))
     write_results(args.out, f"bands_{info['date']}", info, "\n".join(lines))
 

@@ -37,20 +37,12 @@ __device__ __forceinline__ int gr_search_top(int m) { return m > 1 ? 1 << (31 - 
 #define GR_NOWHERE (-1)  // gr_place: the item outranks no test item (or the user has none)
 #define GR_DEFER (-2)    // gr_place: the filter cannot tell; the defined score decides
 
-// Where a pool item of filter score s (its bias added) is counted among the m test items
-// (m < 2^31: a user's test items are distinct items): c in [0, m) when it surely falls
-// between test items c - 1 and c (it outranks c .. m - 1), GR_NOWHERE, or GR_DEFER when s is
-// inside a band or not finite (the filter overflowed: inf, or inf - inf). `worst` is low(m -
-// 1) (+inf when m = 0): an item not at or above it is counted nowhere, without a search
-// (also when the worst band is NaN: a NaN test score, whose user's metrics are NaN). Above
-// it, c = #{i < m - 1 : low(i) > s} (low(m - 1) <= s), found in steps of top, top / 2, .., 1
-// (top = gr_search_top(m)) that end clamped at m - 1: no branch but the loop's, a few
-// integer operations, one shared-memory read and one compare a step. The count is the same
-// for any search as long as the bands are non-increasing, which they are.
+// gr_place for a finite s >= low(m - 1): c = #{i < m - 1 : low(i) > s}, found in steps of
+// top, top / 2, .., 1 (top = gr_search_top(m)) that end clamped at m - 1: no branch but the
+// loop's, a few integer operations, one shared-memory read and one compare a step. The count
+// is the same for any search as long as the bands are non-increasing, which they are.
 template <typename T, typename Bands>
-__device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T worst, T s) {
-    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
-    if (!(s >= worst)) return GR_NOWHERE;
+__device__ __forceinline__ int gr_search(const Bands& bands, int m, int top, T s) {
     int c = 0;
     for (int step = top; step > 0; step >>= 1) {
         const int k = min(c + step, m - 1);
@@ -59,11 +51,102 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
     return s > bands.high(c) ? c : GR_DEFER;
 }
 
-// gr_place, and the item counted at its place in counts (shared or global memory, as the
-// bands): whether it waits for its defined score instead.
+// Where a pool item of filter score s (its bias added) is counted among the m test items
+// (m < 2^31: a user's test items are distinct items): c in [0, m) when it surely falls
+// between test items c - 1 and c (it outranks c .. m - 1), GR_NOWHERE, or GR_DEFER when s is
+// inside a band or not finite (the filter overflowed: inf, or inf - inf). `worst` is low(m -
+// 1) (+inf when m = 0): an item not at or above it is counted nowhere, without a search
+// (also when the worst band is NaN: a NaN test score, whose user's metrics are NaN). Above
+// it, gr_search.
+template <typename T, typename Bands>
+__device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T worst, T s) {
+    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
+    if (!(s >= worst)) return GR_NOWHERE;
+    return gr_search(bands, m, top, s);
+}
+
+// A user's cells: gr_place read from a table instead of searched, for most scores. The scores
+// at or above the worst band are cut into GR_CELLS cells by gr_cell, a function of the score
+// that never decreases as the score grows (a subtraction, a product by a positive scale,
+// clamps, a truncation: each never decreases, in any rounding, flushed to zero or not). So if
+// no band's edge (low(i) or high(i)) falls in cell k, every score of cell k lies strictly
+// between the same two edges, and gr_place answers the same for all of them: the cell's entry
+// (gr_cell_entry, computed from the edges' cells alone). A cell that holds an edge answers
+// GR_CELL_SEARCH: gr_place searches as before. Scale = (GR_CELLS - 2) / (high(0) - low(m - 1))
+// puts the best band's edge in cell GR_CELLS - 2 or so, so that every score above every band
+// lands in the last cell, a place of 0. With m test items, at most 2 m cells search; 0
+// (no table, every cell searches) for a user with no test item, more than GR_CELL_TESTS, a NaN
+// or infinite band, or bands of no width.
+#define GR_CELLS 128
+#define GR_CELL_TESTS 254     // places 0 .. 253 fit an entry below the two codes
+#define GR_CELL_DEFER 254     // an entry: inside a band, the defined score decides
+#define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
+
+template <typename T>
+__device__ __forceinline__ int gr_cell(T s, T base, T scale) {
+    return (int)fmin(fmax((s - base) * scale, (T)0), (T)(GR_CELLS - 1));
+}
+
+template <typename T>
+struct Cells {
+    const uint8_t* entry;  // GR_CELLS entries
+    T base, scale;         // base = low(m - 1), the worst band's low edge; scale 0: no table
+};
+
+template <typename T, typename Bands>
+__device__ T gr_cells_scale(const Bands& bands, int m) {
+    if (m < 1 || m > GR_CELL_TESTS) return (T)0;
+    for (int i = 0; i < m; ++i)
+        if (isnan(bands.low(i)) || isnan(bands.high(i))) return (T)0;
+    const T base = bands.low(m - 1), width = bands.high(0) - base, scale = (T)(GR_CELLS - 2) / width;
+    return isfinite(base) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
+}
+
+// Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for base and scale:
+// with p = #{i : cell(low(i)) > k}, the cells of the low edges never increasing in i, as the
+// bands: GR_CELL_SEARCH where an edge's cell is k (or p = m: the cell lies below the worst band,
+// where gr_place_cells has answered before reading the table); otherwise every score s of the
+// cell has low(i) > s exactly for i < p, so gr_search finds c = p (<= m - 1), and s <=
+// high(p) exactly when cell(high(p)) > k.
+template <typename T, typename Bands>
+__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T base, T scale, int k) {
+    if (!(scale > (T)0)) return GR_CELL_SEARCH;
+    const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
+        int lo = 0, hi = m;
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (gr_cell(high ? bands.high(mid) : bands.low(mid), base, scale) > k) lo = mid + 1; else hi = mid;
+        }
+        return lo;
+    };
+    const int p = above(false), q = above(true);
+    if (p == m || gr_cell(bands.low(p), base, scale) == k) return GR_CELL_SEARCH;
+    if (q < m && gr_cell(bands.high(q), base, scale) == k) return GR_CELL_SEARCH;
+    return gr_cell(bands.high(p), base, scale) > k ? GR_CELL_DEFER : (uint8_t)p;
+}
+
+// gr_place, its answer read from the user's cells where the cell holds no edge.
+template <typename T, typename Bands>
+__device__ __forceinline__ int gr_place_cells(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s) {
+    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
+    if (!(s >= worst)) return GR_NOWHERE;
+    const int e = cells.entry[gr_cell(s, cells.base, cells.scale)];
+    if (e < GR_CELL_DEFER) return e;
+    return e == GR_CELL_DEFER ? GR_DEFER : gr_search(bands, m, top, s);
+}
+
+// gr_place (gr_place_cells with cells), and the item counted at its place in counts (shared or
+// global memory, as the bands): whether it waits for its defined score instead.
 template <typename T, typename Bands>
 __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T worst, T s, int32_t* counts) {
     const int c = gr_place(bands, m, top, worst, s);
+    if (c >= 0) atomicAdd(&counts[c], 1);
+    return c == GR_DEFER;
+}
+template <typename T, typename Bands>
+__device__ __forceinline__ bool gr_count(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s,
+                                         int32_t* counts) {
+    const int c = gr_place_cells(cells, bands, m, top, worst, s);
     if (c >= 0) atomicAdd(&counts[c], 1);
     return c == GR_DEFER;
 }

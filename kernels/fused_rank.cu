@@ -51,9 +51,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     int noise) {
     __shared__ TileFactors tile_factors;
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
-    __shared__ float sh_low[FUSED_SHARED_TESTS];
-    __shared__ float sh_high[FUSED_SHARED_TESTS];
     __shared__ int32_t sh_cnt[FUSED_SHARED_TESTS];
+    __shared__ uint8_t sh_cells[FUSED_USERS][GR_CELLS];  // row r's cells (bands.cuh)
+    __shared__ float sh_scale[FUSED_USERS];  // their scale; their base is the worst band's low edge
     __shared__ float sh_worst[FUSED_USERS];
     __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
     __shared__ float sh_bias[FUSED_ITEMS];
@@ -74,30 +74,38 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const auto row = [&](int i) { return gr_tile_row(ty, i); };
     const auto col = [&](int j) { return gr_tile_col(tx, j); };
 
-    // thread r < FUSED_USERS: row r's bands and worst band, and its training items from the span on
+    // row r's bands, from its test items' defined scores (the search reads them where a cell does not answer)
+    const auto bands_of = [&](int r, int64_t first, int m) {
+        return GlobalBands<float>{test_scores + tb0 + first, m == 0 ? 0.0 : tol[b0 + r]};
+    };
+    // thread r < FUSED_USERS: row r's worst band and cells' scale, and its training items from the span on
     RowTraining training;
     if (t < FUSED_USERS) {
-        float worst = (float)GR_INF;  // below it an item outranks no test item (also: none)
+        float worst = (float)GR_INF, scale = 0.0f;  // below worst an item outranks no test item (also: none)
         sh_first[t] = t < n_rows ? tests_begin[b0 + t] - tb0 : n_tests;
         if (t == 0) sh_first[FUSED_USERS] = n_tests;
         if (t < n_rows) {
             const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
-            const double tl = tol[b0 + t];
-            if (in_shared) {
-                for (int64_t i = 0; i < m; ++i) {
-                    gr_band(test_scores[t0 + i], tl, &sh_low[t0 - tb0 + i], &sh_high[t0 - tb0 + i]);
-                    sh_cnt[t0 - tb0 + i] = 0;
-                }
-            }
-            if (m > 0) {
-                float high;
-                gr_band(test_scores[t0 + m - 1], tl, &worst, &high);
-            }
+            if (in_shared)
+                for (int64_t i = 0; i < m; ++i) sh_cnt[t0 - tb0 + i] = 0;
+            const GlobalBands<float> bands = bands_of(t, t0 - tb0, (int)m);
+            if (m > 0) worst = bands.low((int)m - 1);
+            scale = gr_cells_scale<float>(bands, (int)m);
             training = gr_row_training(train_indptr, train_indices, u, span_begin);
         }
         sh_worst[t] = worst;
+        sh_scale[t] = scale;
         sh_min[t] = (float)GR_INF;
         sh_max[t] = -(float)GR_INF;
+    }
+    __syncthreads();
+    {  // row t >> 1's cells, half of them each: read once the tiles are scored (gr_score_tile's barriers)
+        const int r = t >> 1;
+        const int64_t first = sh_first[r];
+        const int m = (int)(sh_first[r + 1] - first);
+        const GlobalBands<float> bands = bands_of(r, first, m);
+        for (int k = (t & 1) * (GR_CELLS / 2); k < (t & 1 ? GR_CELLS : GR_CELLS / 2); ++k)
+            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k);
     }
 
     int32_t* const counts_of = in_shared ? sh_cnt : cnt;  // test entry i's count: counts_of[i - counts_begin]
@@ -133,9 +141,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             const int64_t first = sh_first[r];
             const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
             const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;  // bit j: col(j)
-            const SharedBands<float> shared_bands = {sh_low + first, sh_high + first};
-            const GlobalBands<float> global_bands = {test_scores + tb0 + first, in_shared || m == 0 ? 0.0 : tol[b0 + r]};
+            const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
+            const Cells<float> cells = {sh_cells[r], worst, sh_scale[r]};
             float mn = (float)GR_INF, mx = -(float)GR_INF;
 #pragma unroll 1
             for (int j = 0; j < 8; ++j) {  // every lane the same rounds: the warp's votes below
@@ -145,9 +153,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
-                    defer = in_shared  // the same in the whole block: shared-memory reads and atomics
-                                ? gr_count(shared_bands, m, top, worst, s, sh_cnt + first)
-                                : gr_count(global_bands, m, top, worst, s, cnt + tb0 + first);
+                    defer = in_shared  // the same in the whole block: shared-memory atomics
+                                ? gr_count(cells, bands, m, top, worst, s, sh_cnt + first)
+                                : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
                 }
                 gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin),
                          settle_entry);

@@ -11,8 +11,9 @@
 // One block takes one user and up to RANK_SPAN items (a whole cuBLAS tile): its set-up (the
 // training bitmap, the test items' bands) and its barriers are paid once per 65,536 items.
 // A pool item is compared with the bands of the test items in the filter's own type (float
-// for float factors): the count of bands wholly above it, then one compare with the next
-// band. Only an item inside a band goes to the defined score, and not at once: each warp
+// for float factors): its cell's entry in the user's table (bands.cuh: gr_place_cells), or
+// where the cell holds a band's edge the count of bands wholly above it, then one compare
+// with the next band. Only an item inside a band goes to the defined score, and not at once: each warp
 // queues such items and scores them 32 at a time, one per lane, so that one lane's F
 // products in float64 do not hold up the other 31 lanes of its warp.
 #include "bands.cuh"
@@ -36,6 +37,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_SHARED_TESTS];
+    __shared__ uint8_t sh_cells[GR_CELLS];
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
 
@@ -62,17 +64,21 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
         }
     }
     __syncthreads();
+    const SharedBands<T> shared_bands = {sh_low, sh_high};
+    const GlobalBands<T> global_bands = {ts, tl};
+    const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
+    const T worst = m == 0 ? (T)GR_INF : in_shared ? shared_bands.low(n_tests - 1) : global_bands.low(n_tests - 1);
+    // the user's cells (bands.cuh), from the bands in shared memory; none for more than GR_CELL_TESTS
+    const Cells<T> cells = {sh_cells, worst, in_shared ? gr_cells_scale<T>(shared_bands, n_tests) : (T)0};
+    for (int k = threadIdx.x; k < GR_CELLS; k += blockDim.x)
+        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, cells.base, cells.scale, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
     }
     __syncthreads();
 
-    const SharedBands<T> shared_bands = {sh_low, sh_high};
-    const GlobalBands<T> global_bands = {ts, tl};
     int32_t* counts = in_shared ? sh_cnt : cnt + t0;  // for the defined scores (rare)
-    const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
-    const T worst = m == 0 ? (T)GR_INF : in_shared ? shared_bands.low(n_tests - 1) : global_bands.low(n_tests - 1);
     const T* row = S + b * ld + span_begin;
     const T* a = n_factors > 0 ? A + u * n_factors : A;
     const int lane = threadIdx.x & 31;
@@ -99,7 +105,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             mx = fmax(mx, s);
             bad |= !isfinite(s);
             defer = in_shared  // the same in the whole block: shared-memory reads and atomics
-                        ? gr_count(shared_bands, n_tests, top, worst, s, sh_cnt)
+                        ? gr_count(cells, shared_bands, n_tests, top, worst, s, sh_cnt)
                         : gr_count(global_bands, n_tests, top, worst, s, cnt + t0);
         }
         gr_defer(queue, queued, defer, j, settle);

@@ -725,6 +725,126 @@ def test_gr_place_equals_its_definition(mutant, tmp_path):
         np.testing.assert_array_equal(out.reshape(len(sizes), -1), np.array(want).reshape(len(sizes), -1))
 
 
+CELLS = r"""
+#include "bands.cuh"
+// Block k, case k (its m[k] bands at lo/hi[k * width ..]): the cells built as the rank kernels
+// build them, then for each of its scores s[k * n_s ..]: gr_place_cells, gr_place, and the
+// cell and its entry where gr_place_cells reads them (else -1, -1).
+template <typename T>
+__device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int* out) {
+    __shared__ uint8_t entry[GR_CELLS];
+    const int k = blockIdx.x, n = m[k];
+    const SharedBands<T> bands = {lo + k * width, hi + k * width};
+    const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
+    const Cells<T> c = {entry, worst, gr_cells_scale<T>(bands, n)};
+    for (int i = threadIdx.x; i < GR_CELLS; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, c.base, c.scale, i);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
+        const T x = s[k * n_s + i];
+        int* o = out + 4 * (k * n_s + i);
+        const bool read = isfinite(x) && x >= worst;
+        o[0] = gr_place_cells(c, bands, n, gr_search_top(n), worst, x);
+        o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
+        o[2] = read ? gr_cell(x, c.base, c.scale) : -1;
+        o[3] = read ? entry[o[2]] : -1;
+    }
+}
+extern "C" __global__ void cells_f32(const float* lo, const float* hi, const int* m, int width, const float* s, int n_s,
+                                     int* out) { cells(lo, hi, m, width, s, n_s, out); }
+extern "C" __global__ void cells_f64(const double* lo, const double* hi, const int* m, int width, const double* s,
+                                     int n_s, int* out) { cells(lo, hi, m, width, s, n_s, out); }
+"""
+
+
+CELLS_MUTANTS = {  # (old, new) in bands.cuh
+    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), base, scale) == k) return GR_CELL_SEARCH;", ""),
+    "the wrong low edge looked at": ("gr_cell(bands.low(p), base, scale) == k", "gr_cell(bands.low(p ? p - 1 : 0), base, scale) == k"),
+    "the best band in the last cell": ("scale = (T)(GR_CELLS - 2) / width", "scale = (T)GR_CELLS / width"),
+}
+
+
+def cells_cases(dtype, rng):
+    """(name, low, high) cases: integer test scores with ties and overlapping bands, continuous
+    ones, the table's limits (254 and 255 test items), and bands it must not serve (NaN,
+    infinite, of no width, wider than the type)."""
+    cases = []
+    for m in [1, 2, 3, 5, 10, 17, 33, 64, 100, 254, 255]:
+        for tol in (0.3, 2.5):
+            t = -np.sort(-rng.integers(-40, 40, size=m)).astype(np.float64)
+            cases.append((f"int{m}-{tol}", t - tol, t + tol))
+        t = -np.sort(-rng.normal(size=m))
+        cases.append((f"normal{m}", t - 1e-3, t + 1e-3))
+    t = -np.sort(-rng.normal(size=12))
+    big = 0.75 * np.finfo(dtype).max  # high(0) - low(m - 1) overflows
+    cases += [("tiny", t * 1e-35 - 1e-37, t * 1e-35 + 1e-37),  # a scale near float32's largest: served
+              ("none", t[:0], t[:0]), ("no-width", t[:1], t[:1]), ("nan", np.r_[t[:5], np.nan, t[6:]], t),
+              ("inf", t - 1e-3, np.r_[np.inf, t[1:]]), ("huge", np.r_[big, t[1:-1], -big], np.r_[big, t[1:-1], -big])]
+    return [(name, lo.astype(dtype), hi.astype(dtype)) for name, lo, hi in cases]
+
+
+def cells_scores(low, high, dtype, n_s):
+    """Scores where a table can go wrong: every edge and its neighbours, the cells' own edges
+    (as float64 arithmetic puts them) and their neighbours, a grid, the extremes."""
+    with np.errstate(over="ignore"):  # the huge case: high(0) - low(m - 1) overflows, as it should
+        return _cells_scores(low, high, dtype, n_s)
+
+
+def _cells_scores(low, high, dtype, n_s):
+    edges = np.r_[low, high][np.isfinite(np.r_[low, high])].astype(dtype)
+    x = [edges, np.nextafter(edges, dtype(np.inf)), np.nextafter(edges, dtype(-np.inf))]
+    if low.size and np.isfinite(high[0] - low[-1]) and high[0] > low[-1]:
+        base, width = np.float64(low[-1]), np.float64(high[0]) - np.float64(low[-1])
+        cuts = (base + width / 126 * np.arange(-1, 131)).astype(dtype)
+        x += [cuts, np.nextafter(cuts, dtype(np.inf)), np.nextafter(cuts, dtype(-np.inf)),
+              np.linspace(base - 1, base + width + 1, 400).astype(dtype)]
+    info = np.finfo(dtype)
+    x.append(np.array([np.inf, -np.inf, np.nan, info.max, -info.max, 0, -0.0, info.tiny], dtype=dtype))
+    x = np.concatenate(x)
+    return np.resize(x, n_s) if x.size > n_s else np.r_[x, np.full(n_s - x.size, np.nan, dtype=dtype)]
+
+
+@pytest.mark.parametrize("dtype, mutant", [(np.float32, None), (np.float64, None),
+                                           *((np.float32, mutant) for mutant in CELLS_MUTANTS)])
+def test_cells_answer_as_the_search(dtype, mutant, tmp_path):
+    """bands.cuh's cells (gr_place_cells: the rank kernels' table from a score's cell to its
+    place) against gr_place, which searches, at every edge, every cell's edge and their
+    neighbouring floats, on bands with ties and overlaps, up to the table's 254 test items;
+    wherever the table is built, at most 2 m of its cells search (those holding an edge) and
+    every score two cells above the best band is answered, and it answers none where it must
+    not be built (no test item, 255, a NaN, an infinite band, bands of no width or wider than
+    the type)."""
+    rng = np.random.default_rng(17)
+    cases = cells_cases(dtype, rng)
+    width, n_s = 256, 2048
+    lo = np.full((len(cases), width), np.nan, dtype=dtype)
+    hi = np.full((len(cases), width), np.nan, dtype=dtype)
+    s = np.zeros((len(cases), n_s), dtype=dtype)
+    for k, (_, low, high) in enumerate(cases):
+        lo[k, :low.size], hi[k, :high.size] = low, high
+        s[k] = cells_scores(low, high, dtype, n_s)
+    m = np.array([low.size for _, low, _ in cases], dtype=np.int32)
+    out = np.zeros((len(cases), n_s, 4), dtype=np.int32)
+    include = mutated_kernels(tmp_path, "bands.cuh", *CELLS_MUTANTS[mutant]) if mutant else KERNELS  # must fail
+    kernel = module("cells", CELLS, include=include).get_function("cells_f32" if dtype == np.float32 else "cells_f64")
+    kernel((len(cases),), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), s.ravel(), np.int32(n_s), out))
+    failures = []
+    for k, (name, low, high) in enumerate(cases):
+        got, searched, cell, entry = out[k].T
+        answered = (entry >= 0) & (entry != 255)
+        ok = np.array_equal(got, searched)
+        if name.startswith(("int", "normal", "tiny")) and low.size <= 254:
+            high_above = high[0] + 2 * (high[0] - low[-1]) / 126
+            ok = ok and np.unique(cell[entry == 255]).size <= 2 * low.size and answered[np.isfinite(s[k]) & (s[k] > high_above)].all()
+        else:
+            ok = ok and not answered.any()
+        if not ok:
+            failures.append(name)
+    if mutant:
+        assert failures, f"{mutant}: not caught"
+    else:
+        assert not failures
+
+
 @pytest.mark.parametrize("case", RANK_CASES)
 def test_rank_tile_equals_the_model(real, case):
     p = Problem(**RANK_CASES[case])
