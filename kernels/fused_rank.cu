@@ -10,10 +10,11 @@
 // flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
 // sends an item to the defined score). A thread's 64 scores of the tile then go to local
 // memory (acc's registers free again), and its pool items are placed among the test items
-// as in rank_tile (gr_place: bands, a branchless search, one compare), a row at a time; an
-// item inside a band waits in its warp's queue for its defined score (gr_exact_score), 32
-// at a time. At most 128 registers (two blocks per SM; ptxas spills a few bytes outside the
-// loops) and about 46 KB of static shared memory.
+// as in rank_tile (gr_place_cells: the row's cells, else a branchless search over the bands
+// and one compare), a row at a time, the row's 8 items unrolled; the items inside a band
+// then join the warp's queue (one vote a row where none does) for their defined score
+// (gr_exact_score), 32 at a time. At most 128 registers (two blocks per SM, no spill) and
+// 48,136 bytes of static shared memory, 16 KB of it the 128 rows' cells.
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
@@ -145,20 +146,25 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             const float worst = sh_worst[r];
             const Cells<float> cells = {sh_cells[r], worst, sh_scale[r]};
             float mn = (float)GR_INF, mx = -(float)GR_INF;
-#pragma unroll 1
-            for (int j = 0; j < 8; ++j) {  // every lane the same rounds: the warp's votes below
-                bool defer = false;
+            uint32_t defer = 0;  // bit j: col(j) waits for its defined score
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
                 if ((pool >> j) & 1u) {
                     const float s = scores[i][j];
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
-                    defer = in_shared  // the same in the whole block: shared-memory atomics
-                                ? gr_count(cells, bands, m, top, worst, s, sh_cnt + first)
-                                : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
+                    const bool d = in_shared  // the same in the whole block: shared-memory atomics
+                                       ? gr_count(cells, bands, m, top, worst, s, sh_cnt + first)
+                                       : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
+                    defer |= (uint32_t)d << j;
                 }
-                gr_defer(queue, queued, defer, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin),
-                         settle_entry);
+            }
+            if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue
+#pragma unroll 1
+                for (int j = 0; j < 8; ++j)  // every lane the same rounds: the warp's votes
+                    gr_defer(queue, queued, (defer >> j) & 1u,
+                             (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin), settle_entry);
             }
             for (int off = 8; off > 0; off >>= 1) {  // row(i)'s 16 threads are one half of a warp
                 mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));

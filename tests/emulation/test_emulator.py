@@ -1145,6 +1145,8 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "off-by-one c <= m": ("rank_tile.cu", "if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
     "missing barrier after the training bitmap": ("rank_tile.cu", "__syncthreads();", "", 2),
     "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
+    "half the cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < GR_CELLS;",
+                                     "for (int k = threadIdx.x; k < GR_CELLS / 2;", 1),
 }
 
 
@@ -1179,6 +1181,10 @@ FUSED_MUTANTS = {  # (file, old, new)
     "biases left out": ("fused_rank.cu", "bias ? acc[i][j] + bj : acc[i][j]", "acc[i][j]"),
     "a row's minimum from its last tile alone": ("fused_rank.cu", "sh_min[r] = fmin(sh_min[r], mn);",
                                                  "sh_min[r] = mn;"),
+    "a row's deferred items queued only where every lane defers": ("fused_rank.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
+                                                                   "if (__all_sync(0xFFFFFFFFu, defer))"),
+    "a row's cells from the next row's bands": ("fused_rank.cu", "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k)",
+                                                "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r ^ 1], k)"),
 }
 
 
