@@ -15,13 +15,16 @@
 // where the cell holds a band's edge the count of bands wholly above it, then one compare
 // with the next band. Only an item inside a band goes to the defined score, and not at once: each warp
 // queues such items and scores them 32 at a time, one per lane, so that one lane's F
-// products in float64 do not hold up the other 31 lanes of its warp.
+// products in float64 do not hold up the other 31 lanes of its warp. A lane takes
+// RANK_ROUND items a round, their scores loaded before any is placed, and the warp votes
+// once a round on whether any of its items waits.
 #include "bands.cuh"
 
 #define RANK_THREADS 256
 #ifndef RANK_SPAN
 #define RANK_SPAN 65536  // items of one block (_gpu.TILE_ITEMS); a multiple of 32
 #endif
+#define RANK_ROUND 4  // items of a lane per round
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
 
 template <typename T>
@@ -93,22 +96,37 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     int queued = 0;  // the same in every lane of the warp
     T mn = (T)GR_INF, mx = -(T)GR_INF;
     int bad = 0;
-    // the warp's 32 lanes take 32 consecutive items, all lanes the same number of rounds
+    // a warp takes RANK_ROUND x 32 consecutive items a round, lane + 32 q for q < RANK_ROUND (all
+    // lanes the same number of rounds): the round's scores loaded at once, one vote for the round
     const int n_span = (int)span_n;  // at most RANK_SPAN
-    for (int j0 = threadIdx.x - lane; j0 < n_span; j0 += blockDim.x) {
-        const int j = j0 + lane;
-        bool defer = false;
-        if (j < n_span && !(train_bits[j >> 5] & (1u << (j & 31)))) {
-            T s = row[j];
-            if (!given && bias) s = s + (T)bias[first_item + j];
-            mn = fmin(mn, s);
-            mx = fmax(mx, s);
-            bad |= !isfinite(s);
-            defer = in_shared  // the same in the whole block: shared-memory reads and atomics
-                        ? gr_count(cells, shared_bands, n_tests, top, worst, s, sh_cnt)
-                        : gr_count(global_bands, n_tests, top, worst, s, cnt + t0);
+    for (int j0 = (threadIdx.x - lane) * RANK_ROUND; j0 < n_span; j0 += blockDim.x * RANK_ROUND) {
+        T s[RANK_ROUND];
+        uint32_t pool = 0, defer = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for its defined score
+#pragma unroll
+        for (int q = 0; q < RANK_ROUND; ++q) {
+            const int j = j0 + 32 * q + lane;
+            if (j < n_span && !(train_bits[j >> 5] & (1u << lane))) {  // (j0 is a multiple of 32)
+                pool |= 1u << q;
+                s[q] = row[j];
+                if (!given && bias) s[q] = s[q] + (T)bias[first_item + j];
+            }
         }
-        gr_defer(queue, queued, defer, j, settle);
+#pragma unroll
+        for (int q = 0; q < RANK_ROUND; ++q) {
+            if ((pool >> q) & 1u) {
+                mn = fmin(mn, s[q]);
+                mx = fmax(mx, s[q]);
+                bad |= !isfinite(s[q]);
+                const bool d = in_shared  // the same in the whole block: shared-memory reads and atomics
+                                   ? gr_count(cells, shared_bands, n_tests, top, worst, s[q], sh_cnt)
+                                   : gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0);
+                defer |= (uint32_t)d << q;
+            }
+        }
+        if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
+#pragma unroll 1
+            for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);
+        }
     }
     gr_drain(queue, queued, settle);
     gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
@@ -119,8 +137,10 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     }
 }
 
-#define RANK_TILE(NAME, T)                                                                                     \
-    extern "C" __global__ void __launch_bounds__(RANK_THREADS) NAME(                                           \
+// MIN_BLOCKS: blocks an SM must hold (registers per thread <= 65,536 / (256 MIN_BLOCKS)): float fits
+// 32 registers without a spill (8 blocks, every warp slot of an SM); double 40 (6 blocks)
+#define RANK_TILE(NAME, T, MIN_BLOCKS)                                                                         \
+    extern "C" __global__ void __launch_bounds__(RANK_THREADS, MIN_BLOCKS) NAME(                               \
         const T* S, int64_t ld, int given, int64_t item_begin, int64_t n_tile, const int64_t* users,          \
         const int64_t* train_indptr, const int32_t* train_indices, const int64_t* tests_begin,                \
         const double* test_scores, const uint64_t* test_keys, int32_t* cnt, uint64_t* pool_min,                \
@@ -131,5 +151,5 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                      seed, noise);                                                                             \
     }
 
-RANK_TILE(rank_tile_f32, float)
-RANK_TILE(rank_tile_f64, double)
+RANK_TILE(rank_tile_f32, float, 8)
+RANK_TILE(rank_tile_f64, double, 6)

@@ -1147,6 +1147,9 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
     "half the cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < GR_CELLS;",
                                      "for (int k = threadIdx.x; k < GR_CELLS / 2;", 1),
+    "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
+                                                                     "if (__all_sync(0xFFFFFFFFu, defer))", 1),
+    "a neighbour's training bit": ("rank_tile.cu", "& (1u << lane)))", "& (1u << (lane ^ 1))))", 1),
 }
 
 
