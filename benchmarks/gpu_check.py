@@ -1,28 +1,43 @@
 #!/usr/bin/env python3
 """Everything a GPU machine must prove, in one command, without pip or a network.
 
-1. builds the compiled parts of the engine in place (python3 setup.py build_ext --inplace);
-2. runs the whole test suite with the repository on PYTHONPATH (the GPU cases run where
-   CuPy sees a device);
-3. runs the determinism tests on the GPU alone (the same call 5 times; batch sizes 1, 7,
-   33 and all; shuffled users; given scores; results left on the device: bit-identical to
-   each other and to the CPU);
-4. runs benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors),
-   benchmarks/bench_gpu_sweep.py (the sweep over 100k, 1M and 10M items and K = 10, 100,
-   1,000 in the three modes, training-loop sizes, top_k against torch), and
-   benchmarks/bench_training_loop.py on the GPU where torch is installed (the Evaluator's
-   share of a training epoch);
-5. writes one results file, <out>/gpu_check_<date>_<device>.md (and .json): device,
-   driver, CUDA, library versions, commit, the test summaries and the benchmark table.
+Steps (--steps, in this order by default: the most telling first, since a device session
+is rare and one command may run at most 10 minutes):
 
-    python3 benchmarks/gpu_check.py                          # from the repository root
+- build: the compiled parts of the engine, in place (python3 setup.py build_ext --inplace);
+- determinism: tests/engine/test_determinism.py's GPU cases (the same call 5 times; batch
+  sizes 1, 7, 33 and all; shuffled users; given scores; results left on the device:
+  bit-identical to each other and to the CPU);
+- gpu_tests: every test marked `gpu` (pytest -m gpu);
+- gpu_tests_fused: the same with the fused kernels on (_gpu.FUSED = True);
+- bench: benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors;
+  FP32 tiles, TF32, fused, the cuBLAS floor, torch and CuPy pipelines, tile shapes);
+- ncu: Nsight Compute on one launch each of rank_tile_f32 and fused_rank_f32 (speed of
+  light, warp states, occupancy) over a 2,000 x 1,000,000 x 128 problem: the readings the
+  speed log's changes were predicted from;
+- sweep: benchmarks/bench_gpu_sweep.py (100k, 1M and 10M items, K = 10, 100, 1,000 in the
+  three modes, training-loop sizes, top_k against torch);
+- training_loop: benchmarks/bench_training_loop.py on the GPU where torch is installed;
+- suite: the whole test suite (its CPU part is CI's too, so it comes last).
+
+Each step's time limit is what is left of --budget (seconds, default 560: under the device
+tool's 10 minutes a command); a step that cannot start with its minimum left is recorded as
+skipped, for the next call (--steps). The results file, <out>/gpu_check_<date>_<device>.md
+(and .json: device, driver, CUDA, library versions, commit, each step's summary), is
+rewritten after every step, so a command cut short still leaves what it did: point --out
+at the device tool's $OUT.
+
+    python3 benchmarks/gpu_check.py                                   # from the repository root
+    python3 benchmarks/gpu_check.py --out "$OUT" --budget 560         # on the device tool
+    python3 benchmarks/gpu_check.py --out "$OUT" --steps build,sweep,suite   # a second call
     python3 benchmarks/gpu_check.py --bench-args="--users 2000 --items 200000"
 
-Exit code 0 only when every step passed. The commit comes from git, or from the
+Exit code 0 only when every step that ran passed. The commit comes from git, or from the
 GPURECO_COMMIT environment variable where the checkout has no .git.
 """
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import platform
@@ -30,6 +45,8 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +57,9 @@ def run(command, env=None, timeout=None):
     print("$", " ".join(shlex.quote(c) for c in command), flush=True)
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except OSError as error:  # the program is missing (ncu, say)
+        print(error, flush=True)
+        return 127, str(error)
     except subprocess.TimeoutExpired as error:
         output = (error.stdout or b"").decode() if isinstance(error.stdout, bytes) else (error.stdout or "")
         print(output[-4000:], f"\n(timed out after {timeout} s)", flush=True)
@@ -91,66 +111,133 @@ def environment(env):
     return info
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    parser.add_argument("--bench-args", default="", help="arguments for bench_gpu.py")
-    parser.add_argument("--sweep-args", default="", help="arguments for bench_gpu_sweep.py ('skip' to skip it)")
-    parser.add_argument("--skip-suite", action="store_true", help="only the determinism tests and the benchmark")
-    args = parser.parse_args(argv)
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PYTHONUNBUFFERED": "1"}
-    steps = {}
-    code, output = run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], env=env)
-    steps["build"] = {"ok": code == 0, "summary": "built in place" if code == 0 else output[-2000:]}
-    info = environment(env)
-    if not args.skip_suite:
-        code, output = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "tests"], env=env)
-        failures = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
-        steps["suite"] = {"ok": code == 0, "summary": summary_line(output), "failures": failures}
-    code, output = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                        "tests/engine/test_determinism.py", "-k", "gpu"], env=env)
-    ran = len(re.findall(r"^PASSED .*\[gpu\]", output, flags=re.M))
-    steps["determinism_on_gpu"] = {"ok": code == 0 and ran > 0, "summary": summary_line(output),
-                                   "gpu_cases_passed": ran}
-    bench_out = Path(args.out)
-    code, output = run([sys.executable, "benchmarks/bench_gpu.py", "--out", str(bench_out),
-                        *shlex.split(args.bench_args)], env=env)
-    table = [line for line in output.splitlines() if line.startswith("|") or "GEMM" in line or "workspace" in line]
-    steps["bench_gpu"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
-    if args.sweep_args != "skip":
-        code, output = run([sys.executable, "benchmarks/bench_gpu_sweep.py", "--out", str(bench_out),
-                            *shlex.split(args.sweep_args)], env=env)
-        table = [line for line in output.splitlines() if line.startswith(("|", "Targets"))]
-        steps["bench_gpu_sweep"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
-    try:  # the Evaluator's share of a training epoch on the GPU (needs torch)
-        import torch  # noqa: F401
-    except ImportError:
-        steps["bench_training_loop"] = {"ok": True, "summary": "skipped: torch is not installed"}
-    else:
-        code, output = run([sys.executable, "benchmarks/bench_training_loop.py", "--device", "gpu", "--out",
-                            str(bench_out)], env=env)
-        table = [line for line in output.splitlines() if line.startswith("|")]
-        steps["bench_training_loop"] = {"ok": code == 0, "summary": "\n".join(table) if code == 0 else output[-2000:]}
+STEPS = ("build", "determinism", "gpu_tests", "gpu_tests_fused", "bench", "ncu", "sweep", "training_loop", "suite")
+MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "ncu": 60,
+               "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
+NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32")  # bench_gpu runs the fused kernel in its fused timing
 
+
+def pytest_step(env, timeout, *args, fused=False):
+    """(ok, summary, failures, tests passed) of pytest over args in a fresh process (fused:
+    _gpu.FUSED on first)."""
+    code = ("import sys, pytest\n"
+            + ("import gpureco.engine._gpu as g; g.FUSED = True\n" if fused else "")
+            + f"sys.exit(pytest.main({['-q', '-p', 'no:cacheprovider', '-rA', *args]!r}))")
+    rc, output = run([sys.executable, "-c", code], env=env, timeout=timeout)
+    failures = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    passed = len(re.findall(r"^PASSED ", output, flags=re.M))
+    return rc == 0, summary_line(output), failures, passed
+
+
+def table_of(output, starts=("|",)):
+    return "\n".join(line for line in output.splitlines() if line.startswith(starts) or "GEMM" in line
+                     or "workspace" in line)
+
+
+def run_step(name, env, timeout, args, bench_out):
+    """{'ok', 'summary'[, 'failures']} of one step."""
+    if name == "build":
+        code, output = run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], env=env, timeout=timeout)
+        return {"ok": code == 0, "summary": "built in place" if code == 0 else output[-2000:]}
+    if name in ("determinism", "gpu_tests", "gpu_tests_fused", "suite"):
+        selection = {"determinism": ["-m", "gpu", "tests/engine/test_determinism.py"],
+                     "gpu_tests": ["-m", "gpu", "tests"], "gpu_tests_fused": ["-m", "gpu", "tests"],
+                     "suite": ["tests"]}[name]
+        ok, summary, failures, passed = pytest_step(env, timeout, *selection, fused=name == "gpu_tests_fused")
+        if name != "suite":  # GPU cases alone: none passed (no GPU seen) proves nothing
+            ok, summary = ok and passed > 0, f"{summary}; GPU cases passed: {passed}"
+        return {"ok": ok, "summary": summary, "failures": failures}
+    if name == "bench":
+        code, output = run([sys.executable, "benchmarks/bench_gpu.py", "--out", str(bench_out),
+                            *shlex.split(args.bench_args)], env=env, timeout=timeout)
+        return {"ok": code == 0, "summary": table_of(output) if code == 0 else output[-2000:]}
+    if name == "ncu":
+        outputs, codes = [], []
+        for kernel in NCU_KERNELS:  # one launch of each, in its own run (ncu counts launches over all names)
+            with tempfile.TemporaryDirectory() as scratch:  # the profiled run's own results are not kept
+                code, output = run(["ncu", "--kernel-name", kernel, "--launch-count", "1", "--section",
+                                    "SpeedOfLight", "--section", "WarpStateStats", "--section", "Occupancy",
+                                    "--section", "LaunchStats", sys.executable, "benchmarks/bench_gpu.py", "--users",
+                                    "2000", "--repeats", "1", "--tile-shapes", "", "--out", scratch],
+                                   env=env, timeout=max(1, (timeout - 5) // len(NCU_KERNELS)))
+            codes.append(code)
+            outputs.append(f"# ncu --kernel-name {kernel} (exit {code})\n\n{output}")
+        bench_out.mkdir(parents=True, exist_ok=True)
+        report = bench_out / f"ncu_{dt.date.today().isoformat()}.txt"
+        report.write_text("\n\n".join(outputs))
+        ok = not any(codes)
+        return {"ok": ok, "summary": f"report in {report.name}" if ok else outputs[-1][-2000:]}
+    if name == "sweep":
+        code, output = run([sys.executable, "benchmarks/bench_gpu_sweep.py", "--out", str(bench_out),
+                            *shlex.split(args.sweep_args)], env=env, timeout=timeout)
+        return {"ok": code == 0, "summary": table_of(output, ("|", "Targets")) if code == 0 else output[-2000:]}
+    if name == "training_loop":  # the Evaluator's share of a training epoch on the GPU (needs torch)
+        if importlib.util.find_spec("torch") is None:
+            return {"ok": True, "summary": "skipped: torch is not installed"}
+        with tempfile.TemporaryDirectory() as scratch:  # its table goes into this check's file: the device
+            code, output = run([sys.executable, "benchmarks/bench_training_loop.py", "--device", "gpu", "--out",
+                                scratch], env=env, timeout=timeout)  # tool brings back at most 8 files
+        return {"ok": code == 0, "summary": table_of(output) if code == 0 else output[-2000:]}
+    raise ValueError(f"unknown step {name!r}; the steps are {', '.join(STEPS)}")
+
+
+def write_record(bench_out, info, steps, argv, started):
+    """The results file, <out>/gpu_check_<date>_<device>.md and .json, as the steps stand."""
     date = dt.date.today().isoformat()
     device = str(info.get("device", "none"))
     slug = "no-gpu" if device.startswith(("none", "unknown")) else re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")[:40]
+    ran = [step for step in steps.values() if not step.get("skipped")]
     record = {"date": date, "commit": commit(), "host": f"{platform.node()} ({os.cpu_count()} cores)",
               "command": "python3 " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
-              "environment": info, "steps": steps, "ok": all(step["ok"] for step in steps.values())}
-    lines = [f"# GPU check {date}: {'passed' if record['ok'] else 'FAILED'}", "",
+              "seconds": round(time.monotonic() - started, 1), "environment": info, "steps": steps,
+              "ok": all(step["ok"] for step in ran)}
+    lines = [f"# GPU check {date}: {'passed' if record['ok'] else 'FAILED'} ({len(ran)} of {len(steps)} steps ran, "
+             f"{record['seconds']} s)", "",
              f"Device: {info.get('device')}; nvidia-smi: {info.get('nvidia_smi', 'n/a')}",
              f"Driver {info.get('driver')}, CUDA runtime {info.get('cuda_runtime')}, CuPy {info.get('cupy')}, "
              f"NumPy {info.get('numpy')}, SciPy {info.get('scipy')}, pandas {info.get('pandas')}, "
              f"Python {info.get('python')}", f"Commit {record['commit']}; command `{record['command']}`", ""]
     for name, step in steps.items():
-        lines += [f"## {name}: {'ok' if step['ok'] else 'FAILED'}", "", step["summary"], ""]
+        state = "skipped" if step.get("skipped") else "ok" if step["ok"] else "FAILED"
+        lines += [f"## {name}: {state}" + (f" ({step['seconds']} s)" if "seconds" in step else ""), "",
+                  step["summary"], ""]
         lines += [f"- {failure}" for failure in step.get("failures", [])]
     bench_out.mkdir(parents=True, exist_ok=True)
     stem = bench_out / f"gpu_check_{date}_{slug}"
     stem.with_suffix(".json").write_text(json.dumps(record, indent=2))
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return record, lines, stem
+
+
+def main(argv=None):
+    started = time.monotonic()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of: {', '.join(STEPS)}")
+    parser.add_argument("--budget", type=float, default=560.0, help="seconds for the whole command")
+    parser.add_argument("--bench-args", default="", help="arguments for bench_gpu.py")
+    parser.add_argument("--sweep-args", default="", help="arguments for bench_gpu_sweep.py")
+    args = parser.parse_args(argv)
+    chosen = [step.strip() for step in args.steps.split(",") if step.strip()]
+    unknown = sorted(set(chosen) - set(STEPS))
+    if unknown:
+        parser.error(f"unknown step(s) {', '.join(unknown)}; the steps are {', '.join(STEPS)}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "PYTHONUNBUFFERED": "1"}
+    bench_out = Path(args.out)
+    info = environment(env)
+    steps = {}
+    for name in [step for step in STEPS if step in chosen]:
+        left = args.budget - (time.monotonic() - started)
+        if left < MIN_SECONDS[name]:
+            steps[name] = {"ok": False, "skipped": True,
+                           "summary": f"skipped: {left:.0f} s of the {args.budget:.0f} s budget left, "
+                                      f"{MIN_SECONDS[name]} s needed (run it with --steps {name})"}
+        else:
+            begun = time.monotonic()
+            steps[name] = run_step(name, env, max(1, int(left - 5)), args, bench_out)
+            steps[name]["seconds"] = round(time.monotonic() - begun, 1)
+        record, lines, stem = write_record(bench_out, info, steps, argv, started)
     print("\n".join(lines))
     print(f"written: {stem}.md and .json")
     return 0 if record["ok"] else 1
