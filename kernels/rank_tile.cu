@@ -13,9 +13,9 @@
 // A pool item is compared with the bands of the test items in the filter's own type (float
 // for float factors): its cell's entry in the user's table (bands.cuh: gr_place_cells), or
 // where the cell holds a band's edge the count of bands wholly above it, then one compare
-// with the next band. Only an item inside a band goes to the defined score, and not at once: each warp
-// queues such items and scores them 32 at a time, one per lane, so that one lane's F
-// products in float64 do not hold up the other 31 lanes of its warp. A lane takes
+// with the next band. Only an item inside a band goes to the defined score, and not at
+// once: each warp queues such items and scores them 32 at a time, one per lane, so that one
+// lane's F products in float64 do not hold up the other 31 lanes of its warp. A lane takes
 // RANK_ROUND items a round, their scores loaded before any is placed, and the warp votes
 // once a round on whether any of its items waits.
 #include "bands.cuh"
