@@ -22,7 +22,8 @@ from ._scores import order_key, row_entries, score_tolerance, select_top_k, spli
 
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
-TOPK_SAMPLE_PIECES = 16  # top_k with FUSED: the sample that bounds the k-th largest, in this many pieces
+TOPK_SAMPLE_PIECES = 16  # top_k with FUSED: the sample that sets each user's threshold, in this many pieces
+TOPK_SAMPLE_RANK = 64  # top_k with FUSED and k above it: the sample's rank (topk_sample_rank) that sets it
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user's block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
@@ -394,13 +395,25 @@ def fused_span(n_users, n_items):
     return -(-tiles // spans) * FUSED_ITEMS
 
 
+def topk_sample_rank(k):
+    """r: the sample's r-th largest filter score (less 2 tol) is each user's threshold for
+    fused_topk. r = k (at most TOPK_SAMPLE_RANK) makes it at most the catalogue's k-th largest,
+    so the k best always pass; above that, r = TOPK_SAMPLE_RANK and a sample r / k the size
+    (topk_sample): about the same candidates a user on items in random order (a quarter of the
+    buffer, at least twice k as k <= TOPK_MAX_K), and a user with fewer than k of them takes
+    the full-row path."""
+    return min(k, TOPK_SAMPLE_RANK)
+
+
 def topk_sample(n_items, k):
-    """The items whose scores bound each user's k-th largest before fused_topk scores them all:
+    """The items whose scores set each user's threshold before fused_topk scores them all:
     (begin, n) pieces spread over the catalogue (TOPK_SAMPLE_PIECES, none overlapping), about
-    4 k n_items / TOPK_CAPACITY items in all and at least 8 k, so that on items in random order
-    a user's candidates fill about a quarter of its buffer; None where that is more than half
-    the catalogue (scoring it twice would cost more than the tiles)."""
-    total = max(-(-4 * k * n_items // TOPK_CAPACITY), 8 * k)
+    4 r n_items / TOPK_CAPACITY items in all and at least 8 r (r = topk_sample_rank(k)), so
+    that on items in random order a user's candidates fill about a quarter of its buffer;
+    None where that is more than half the catalogue (scoring it twice would cost more than
+    the tiles)."""
+    r = topk_sample_rank(k)
+    total = max(-(-4 * r * n_items // TOPK_CAPACITY), 8 * r)
     if 2 * total > n_items:
         return None
     pieces = min(TOPK_SAMPLE_PIECES, total)
@@ -433,6 +446,7 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     topk = kernel("topk_tile", f"topk_tile_{scorer.suffix}")
     finish = kernel("topk_tile", "topk_finish")
     sample = topk_sample(n_items, k) if kernel_path and scorer.fused() else None
+    sample_k = topk_sample_rank(k) if sample else k  # the first pass's k: the sample's rank
 
     def run(begin, end):
         batch = users_d[begin:end]
@@ -453,10 +467,10 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
                     S, ld, given = scorer.tile(user_rows, item_begin, n, buffer)
                     topk((nb,), (TOPK_THREADS,), (S, ld, given, np.int64(item_begin), np.int64(n), batch,
                                                   train_indptr, train_indices, scorer.launch_args()[3], tol,
-                                                  np.int64(k), cand_scores, cand_items, count, tau, overflow))
-            finish((nb,), (TOPK_THREADS,), (np.int64(k), tol, cand_scores, cand_items, count, tau, overflow))
-            if sample:  # tau: at most the k-th largest filter score; every item scored again, fused
-                overflow |= count < k  # too few sampled pool items for a bound: the full-row path
+                                                  np.int64(sample_k), cand_scores, cand_items, count, tau, overflow))
+            finish((nb,), (TOPK_THREADS,), (np.int64(sample_k), tol, cand_scores, cand_items, count, tau, overflow))
+            if sample:  # tau: the sample's r-th largest filter score; every item scored again, fused
+                overflow |= count < sample_k  # too few sampled pool items for a threshold: the full-row path
                 threshold = _float_at_most(cp, tau - 2.0 * tol)
                 count.fill(0)
                 grid, span = fused_grid(nb, n_items)
@@ -466,6 +480,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
                      np.int64(span), np.int64(nb), batch, train_indptr, train_indices, threshold, cand_scores,
                      cand_items, count, overflow))
                 finish((nb,), (TOPK_THREADS,), (np.int64(k), tol, cand_scores, cand_items, count, tau, overflow))
+                # fewer than k reached the threshold (above the catalogue's k-th largest): the full-row path
+                overflow |= count < k
             held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]
             held &= ~overflow.astype(bool)[:, None]
             local, slot = cp.nonzero(held.reshape(nb, TOPK_CAPACITY))

@@ -210,3 +210,32 @@ def test_fused_top_k_flags_what_it_cannot_bound(monkeypatch):
         _both_top_k(A[4:], B, k)  # every score equal
     assert full_rows == [[1, 2, 3], [0, 1]]
     assert len(fused_topk_launches(cupy)) == 2
+
+
+def test_fused_top_k_above_the_sample_rank(monkeypatch):
+    """k above TOPK_SAMPLE_RANK (64): the sample's 64th largest sets each user's threshold, from
+    a sample 64 / k the size k would take (512 of 9,000 items here, against 800 for k = 100),
+    and a user whose threshold lets fewer than k items through takes the full-row path (user
+    4: only its sampled items score high): the CPU's lists either way."""
+    rng = np.random.default_rng(16)
+    n_users, n_items, k = 5, 9000, 100
+    assert _gpu.topk_sample_rank(k) == 64 and _gpu.topk_sample_rank(10) == 10
+    sample = _gpu.topk_sample(n_items, k)
+    assert sum(n for _, n in sample) == 512 and len(sample) == _gpu.TOPK_SAMPLE_PIECES
+    A = rng.standard_normal((n_users, 5)).astype(np.float32)
+    B = rng.standard_normal((n_items, 5)).astype(np.float32)
+    A[:, 4], A[4, 4], B[:, 4] = 0.0, 1.0, 0.0
+    for begin, n in sample:
+        B[begin: begin + n, 4] = 100.0 + rng.random(n)  # user 4: its sampled items, and only they, score high
+    X_train = sp.csr_array((rng.random((n_users, n_items)) < 0.05).astype(np.float64))
+    scored, full_rows = [], []
+    tile, inner = _gpu.FactorScores.tile, _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu.FactorScores, "tile", lambda self, rows, begin, n, buf: scored.append((begin, n)) or
+                        tile(self, rows, begin, n, buf))
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(np.asarray(a[2]).tolist()) or inner(*a))
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=7) as cupy:
+        items, _ = _both_top_k(A, B, k, X_train=X_train)
+    assert (items >= 0).all()
+    assert scored == sample + [(0, n_items)]  # the sample, then user 4's full row
+    assert full_rows == [[4]]
+    assert len(fused_topk_launches(cupy)) == 1
