@@ -83,14 +83,14 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
 #define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
 
 template <typename T>
-__device__ __forceinline__ int gr_cell(T s, T base, T scale) {
-    return (int)fmin(fmax((s - base) * scale, (T)0), (T)(GR_CELLS - 1));
+__device__ __forceinline__ int gr_cell(T s, T worst, T scale) {  // worst = low(m - 1)
+    return (int)fmin(fmax((s - worst) * scale, (T)0), (T)(GR_CELLS - 1));
 }
 
 template <typename T>
 struct Cells {
     const uint8_t* entry;  // GR_CELLS entries
-    T base, scale;         // base = low(m - 1), the worst band's low edge; scale 0: no table
+    T scale;               // gr_cells_scale; 0: no table
 };
 
 template <typename T, typename Bands>
@@ -98,31 +98,31 @@ __device__ T gr_cells_scale(const Bands& bands, int m) {
     if (m < 1 || m > GR_CELL_TESTS) return (T)0;
     for (int i = 0; i < m; ++i)
         if (isnan(bands.low(i)) || isnan(bands.high(i))) return (T)0;
-    const T base = bands.low(m - 1), width = bands.high(0) - base, scale = (T)(GR_CELLS - 2) / width;
-    return isfinite(base) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
+    const T worst = bands.low(m - 1), width = bands.high(0) - worst, scale = (T)(GR_CELLS - 2) / width;
+    return isfinite(worst) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
 }
 
-// Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for base and scale:
+// Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for its scale:
 // with p = #{i : cell(low(i)) > k}, the cells of the low edges never increasing in i, as the
 // bands: GR_CELL_SEARCH where an edge's cell is k (or p = m: the cell lies below the worst band,
 // where gr_place_cells has answered before reading the table); otherwise every score s of the
 // cell has low(i) > s exactly for i < p, so gr_search finds c = p (<= m - 1), and s <=
 // high(p) exactly when cell(high(p)) > k.
 template <typename T, typename Bands>
-__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T base, T scale, int k) {
+__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, int k) {
     if (!(scale > (T)0)) return GR_CELL_SEARCH;
     const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
         int lo = 0, hi = m;
         while (lo < hi) {
             const int mid = (lo + hi) >> 1;
-            if (gr_cell(high ? bands.high(mid) : bands.low(mid), base, scale) > k) lo = mid + 1; else hi = mid;
+            if (gr_cell(high ? bands.high(mid) : bands.low(mid), worst, scale) > k) lo = mid + 1; else hi = mid;
         }
         return lo;
     };
     const int p = above(false), q = above(true);
-    if (p == m || gr_cell(bands.low(p), base, scale) == k) return GR_CELL_SEARCH;
-    if (q < m && gr_cell(bands.high(q), base, scale) == k) return GR_CELL_SEARCH;
-    return gr_cell(bands.high(p), base, scale) > k ? GR_CELL_DEFER : (uint8_t)p;
+    if (p == m || gr_cell(bands.low(p), worst, scale) == k) return GR_CELL_SEARCH;
+    if (q < m && gr_cell(bands.high(q), worst, scale) == k) return GR_CELL_SEARCH;
+    return gr_cell(bands.high(p), worst, scale) > k ? GR_CELL_DEFER : (uint8_t)p;
 }
 
 // gr_place, its answer read from the user's cells where the cell holds no edge.
@@ -130,7 +130,7 @@ template <typename T, typename Bands>
 __device__ __forceinline__ int gr_place_cells(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s) {
     if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
     if (!(s >= worst)) return GR_NOWHERE;
-    const int e = cells.entry[gr_cell(s, cells.base, cells.scale)];
+    const int e = cells.entry[gr_cell(s, worst, cells.scale)];
     if (e < GR_CELL_DEFER) return e;
     return e == GR_CELL_DEFER ? GR_DEFER : gr_search(bands, m, top, s);
 }

@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
     __shared__ int32_t sh_cnt[FUSED_SHARED_TESTS];
     __shared__ uint8_t sh_cells[FUSED_USERS][GR_CELLS];  // row r's cells (bands.cuh)
-    __shared__ float sh_scale[FUSED_USERS];  // their scale; their base is the worst band's low edge
+    __shared__ float sh_scale[FUSED_USERS];  // their scale (gr_cells_scale)
     __shared__ float sh_worst[FUSED_USERS];
     __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
     __shared__ float sh_bias[FUSED_ITEMS];
@@ -144,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;  // bit j: col(j)
             const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
-            const Cells<float> cells = {sh_cells[r], worst, sh_scale[r]};
+            const Cells<float> cells = {sh_cells[r], sh_scale[r]};
             float mn = (float)GR_INF, mx = -(float)GR_INF;
             uint32_t defer = 0;  // bit j: col(j) waits for its defined score
 #pragma unroll

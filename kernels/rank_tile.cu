@@ -72,9 +72,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
     const T worst = m == 0 ? (T)GR_INF : in_shared ? shared_bands.low(n_tests - 1) : global_bands.low(n_tests - 1);
     // the user's cells (bands.cuh), from the bands in shared memory; none for more than GR_CELL_TESTS
-    const Cells<T> cells = {sh_cells, worst, in_shared ? gr_cells_scale<T>(shared_bands, n_tests) : (T)0};
+    const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests) : (T)0};
     for (int k = threadIdx.x; k < GR_CELLS; k += blockDim.x)
-        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, cells.base, cells.scale, k);
+        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));

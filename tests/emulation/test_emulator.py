@@ -736,8 +736,8 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
     const int k = blockIdx.x, n = m[k];
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
-    const Cells<T> c = {entry, worst, gr_cells_scale<T>(bands, n)};
-    for (int i = threadIdx.x; i < GR_CELLS; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, c.base, c.scale, i);
+    const Cells<T> c = {entry, gr_cells_scale<T>(bands, n)};
+    for (int i = threadIdx.x; i < GR_CELLS; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c.scale, i);
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
@@ -745,7 +745,7 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
         const bool read = isfinite(x) && x >= worst;
         o[0] = gr_place_cells(c, bands, n, gr_search_top(n), worst, x);
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
-        o[2] = read ? gr_cell(x, c.base, c.scale) : -1;
+        o[2] = read ? gr_cell(x, worst, c.scale) : -1;
         o[3] = read ? entry[o[2]] : -1;
     }
 }
@@ -757,8 +757,9 @@ extern "C" __global__ void cells_f64(const double* lo, const double* hi, const i
 
 
 CELLS_MUTANTS = {  # (old, new) in bands.cuh
-    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), base, scale) == k) return GR_CELL_SEARCH;", ""),
-    "the wrong low edge looked at": ("gr_cell(bands.low(p), base, scale) == k", "gr_cell(bands.low(p ? p - 1 : 0), base, scale) == k"),
+    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), worst, scale) == k) return GR_CELL_SEARCH;", ""),
+    "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale) == k",
+                                     "gr_cell(bands.low(p ? p - 1 : 0), worst, scale) == k"),
     "the best band in the last cell": ("scale = (T)(GR_CELLS - 2) / width", "scale = (T)GR_CELLS / width"),
 }
 
