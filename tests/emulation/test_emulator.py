@@ -778,6 +778,8 @@ def cells_cases(dtype, rng):
     t = -np.sort(-rng.normal(size=12))
     big = 0.75 * np.finfo(dtype).max  # high(0) - low(m - 1) overflows
     cases += [("tiny", t * 1e-35 - 1e-37, t * 1e-35 + 1e-37),  # a scale near float32's largest: served
+              ("normal-big", t * 1e30 - 1e27, t * 1e30 + 1e27),  # a scale near float32's smallest normal: served
+              ("normal-narrow", 1000 + t * 1e-3 - 1e-6, 1000 + t * 1e-3 + 1e-6),  # cells a few floats wide: served
               ("none", t[:0], t[:0]), ("no-width", t[:1], t[:1]), ("nan", np.r_[t[:5], np.nan, t[6:]], t),
               ("inf", t - 1e-3, np.r_[np.inf, t[1:]]), ("huge", np.r_[big, t[1:-1], -big], np.r_[big, t[1:-1], -big])]
     return [(name, lo.astype(dtype), hi.astype(dtype)) for name, lo, hi in cases]
