@@ -135,19 +135,33 @@ __device__ __forceinline__ int gr_place_cells(const Cells<T>& cells, const Bands
     return e == GR_CELL_DEFER ? GR_DEFER : gr_search(bands, m, top, s);
 }
 
-// gr_place (gr_place_cells with cells), and the item counted at its place in counts (shared or
-// global memory, as the bands): whether it waits for its defined score instead.
-template <typename T, typename Bands>
-__device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T worst, T s, int32_t* counts) {
+// A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in
+// shared memory, two rows sharing words, one in each half (twice the test items in the same
+// memory; a count stays below 2^16 as a block has fewer items, _gpu.FUSED_MAX_SPAN).
+struct HalfCounts {
+    uint32_t* words;  // test item c's count in words[c]
+    uint32_t one;     // 1 in the half: 1 (bits 0-15) or 1 << 16 (bits 16-31)
+};
+__device__ __forceinline__ void gr_add_count(int32_t* counts, int64_t c) { atomicAdd(&counts[c], 1); }
+__device__ __forceinline__ void gr_add_count(const HalfCounts& counts, int64_t c) { atomicAdd(&counts.words[c], counts.one); }
+__device__ __forceinline__ uint32_t gr_half_count(const HalfCounts& counts, int64_t c) {
+    return (counts.words[c] / counts.one) & 0xFFFFu;
+}
+
+// gr_place (gr_place_cells with cells), and the item counted at its place in counts (an
+// int32_t* in shared or global memory, as the bands, or HalfCounts): whether it waits for its
+// defined score instead.
+template <typename T, typename Bands, typename Counts>
+__device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T worst, T s, Counts counts) {
     const int c = gr_place(bands, m, top, worst, s);
-    if (c >= 0) atomicAdd(&counts[c], 1);
+    if (c >= 0) gr_add_count(counts, c);
     return c == GR_DEFER;
 }
-template <typename T, typename Bands>
+template <typename T, typename Bands, typename Counts>
 __device__ __forceinline__ bool gr_count(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s,
-                                         int32_t* counts) {
+                                         Counts counts) {
     const int c = gr_place_cells(cells, bands, m, top, worst, s);
-    if (c >= 0) atomicAdd(&counts[c], 1);
+    if (c >= 0) gr_add_count(counts, c);
     return c == GR_DEFER;
 }
 

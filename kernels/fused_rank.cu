@@ -13,33 +13,47 @@
 // as in rank_tile (gr_place_cells: the row's cells, else a branchless search over the bands
 // and one compare), a row at a time, the row's 8 items unrolled; the items inside a band
 // then join the warp's queue (one vote a row where none does) for their defined score
-// (gr_exact_score), 32 at a time. At most 128 registers (two blocks per SM, no spill) and
-// 48,136 bytes of static shared memory, 16 KB of it the 128 rows' cells.
+// (gr_exact_score), 32 at a time. The counts are 16 bits in shared memory, rows 2p and 2p + 1
+// in the two halves of the same words (row_counts), or in global memory where a block's rows
+// need more than FUSED_WORDS. At most 128 registers (two blocks per SM, no spill) and 48,656
+// bytes of static shared memory, 16 KB of it the 128 rows' cells.
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
 #include "score_tile.cuh"
 
 #ifndef FUSED_SHARED_TESTS
-#define FUSED_SHARED_TESTS 1920  // test items of a block's users held in shared memory; more: global memory
+#define FUSED_SHARED_TESTS 3840  // test items of a block's users counted in shared memory (2 a word); more: global
 #endif
-#define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span is at most 2^24 items)
+static_assert(FUSED_SHARED_TESTS % 2 == 0, "two counts a word");
+#define FUSED_WORDS (FUSED_SHARED_TESTS / 2)
+#define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span has under 2^16 items)
 
 static_assert(FUSED_ITEMS == FUSED_USERS, "thread r < FUSED_USERS also reads the bias of the tile's item r");
 
+// Row r's counts in the block's shared words (HalfCounts): rows 2p and 2p + 1 share the words
+// from word_of[2p] on, row 2p in their low halves.
+__device__ __forceinline__ HalfCounts row_counts(uint32_t* words, const int32_t* word_of, int r) {
+    return HalfCounts{words + word_of[r], r & 1 ? 1u << 16 : 1u};
+}
+
 // The defined score of a queued item (row << FUSED_ITEM_BITS | offset in the span) decides its
-// count: counts[t0 - counts_begin + c] for test entry t0 + c.
+// count: for test entry t0 + c, in the block's shared words (row_counts) or, where words is
+// null, in cnt[t0 + c].
 __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin, const float* U, const float* B,
                                    int64_t n_factors, const double* bias, const int64_t* users,
                                    const int64_t* tests_begin, const double* test_scores, const uint64_t* test_keys,
-                                   uint64_t seed, int noise, int32_t* counts, int64_t counts_begin) {
+                                   uint64_t seed, int noise, uint32_t* words, const int32_t* word_of, int32_t* cnt) {
     const int64_t b = b0 + (entry >> FUSED_ITEM_BITS);
     const int64_t item = span_begin + (entry & ((1 << FUSED_ITEM_BITS) - 1));
     const int64_t t0 = tests_begin[b], m = tests_begin[b + 1] - t0;
     const double e = gr_exact_score(U + b * n_factors, B + item * n_factors, n_factors, bias, item);
     const uint64_t key = gr_tie_key(seed, (uint64_t)users[b], (uint64_t)item, noise);
     const int64_t c = gr_count_outranking(test_scores + t0, test_keys + t0, m, e, key);
-    if (c < m) atomicAdd(&counts[t0 - counts_begin + c], 1);
+    if (c < m) {
+        if (words) gr_add_count(row_counts(words, word_of, entry >> FUSED_ITEM_BITS), c);
+        else atomicAdd(&cnt[t0 + c], 1);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
@@ -52,7 +66,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     int noise) {
     __shared__ TileFactors tile_factors;
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
-    __shared__ int32_t sh_cnt[FUSED_SHARED_TESTS];
+    __shared__ uint32_t sh_cnt[FUSED_WORDS];  // the rows' counts, two rows a word (row_counts)
+    __shared__ int32_t sh_word[FUSED_USERS];  // row r's first word
+    __shared__ int64_t sh_words;  // the words the rows need
     __shared__ uint8_t sh_cells[FUSED_USERS][GR_CELLS];  // row r's cells (bands.cuh)
     __shared__ float sh_scale[FUSED_USERS];  // their scale (gr_cells_scale)
     __shared__ float sh_worst[FUSED_USERS];
@@ -69,7 +85,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
     const int64_t span_end = min(n_items, span_begin + span);
     const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
     const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
-    const bool in_shared = n_tests <= FUSED_SHARED_TESTS;
     const int t = threadIdx.x;
     const int ty = t >> 4, tx = t & 15;  // this thread's scores: rows row(0 .. 7) x items col(0 .. 7) of a tile
     const auto row = [&](int i) { return gr_tile_row(ty, i); };
@@ -87,8 +102,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
         if (t == 0) sh_first[FUSED_USERS] = n_tests;
         if (t < n_rows) {
             const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
-            if (in_shared)
-                for (int64_t i = 0; i < m; ++i) sh_cnt[t0 - tb0 + i] = 0;
             const GlobalBands<float> bands = bands_of(t, t0 - tb0, (int)m);
             if (m > 0) worst = bands.low((int)m - 1);
             scale = gr_cells_scale<float>(bands, (int)m);
@@ -100,6 +113,14 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
         sh_max[t] = -(float)GR_INF;
     }
     __syncthreads();
+    if (t == 0) {  // rows 2p and 2p + 1 share words: as many as the larger needs
+        int64_t w = 0;
+        for (int r = 0; r < FUSED_USERS; r += 2) {
+            sh_word[r] = sh_word[r + 1] = (int32_t)min(w, (int64_t)FUSED_WORDS);  // (used only where all fit)
+            w += max(sh_first[r + 1] - sh_first[r], sh_first[r + 2] - sh_first[r + 1]);
+        }
+        sh_words = w;
+    }
     {  // row t >> 1's cells, half of them each: read once the tiles are scored (gr_score_tile's barriers)
         const int r = t >> 1;
         const int64_t first = sh_first[r];
@@ -108,12 +129,14 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
         for (int k = (t & 1) * (GR_CELLS / 2); k < (t & 1 ? GR_CELLS : GR_CELLS / 2); ++k)
             sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k);
     }
+    __syncthreads();
+    const bool in_shared = sh_words <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt
+    if (in_shared)
+        for (int i = t; i < (int)sh_words; i += FUSED_THREADS) sh_cnt[i] = 0;  // (gr_score_tile's barriers publish)
 
-    int32_t* const counts_of = in_shared ? sh_cnt : cnt;  // test entry i's count: counts_of[i - counts_begin]
-    const int64_t counts_begin = in_shared ? tb0 : 0;
     const auto settle_entry = [&](int32_t entry) {
         settle(entry, b0, span_begin, U, B, n_factors, bias, users, tests_begin, test_scores, test_keys, seed, noise,
-               counts_of, counts_begin);
+               in_shared ? sh_cnt : nullptr, sh_word, cnt);
     };
     int32_t* queue = warp_queue[t >> 5];
     int queued = 0;  // the same in every lane of the warp
@@ -145,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
             const Cells<float> cells = {sh_cells[r], sh_scale[r]};
+            const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
             float mn = (float)GR_INF, mx = -(float)GR_INF;
             uint32_t defer = 0;  // bit j: col(j) waits for its defined score
 #pragma unroll
@@ -155,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
                     const bool d = in_shared  // the same in the whole block: shared-memory atomics
-                                       ? gr_count(cells, bands, m, top, worst, s, sh_cnt + first)
+                                       ? gr_count(cells, bands, m, top, worst, s, counts)
                                        : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
                     defer |= (uint32_t)d << j;
                 }
@@ -191,9 +215,13 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
             if (flag) atomicOr(&nonfinite[b], 1);
         }
     }
-    if (in_shared) {
+    if (in_shared) {  // a warp a row, a lane a test item
         __syncthreads();
-        for (int64_t i = t; i < n_tests; i += FUSED_THREADS)
-            if (sh_cnt[i]) atomicAdd(&cnt[tb0 + i], sh_cnt[i]);
+        for (int r = t >> 5; r < FUSED_USERS; r += FUSED_THREADS / 32) {
+            const int64_t first = sh_first[r], m = sh_first[r + 1] - first;
+            for (int64_t i = t & 31; i < m; i += 32)
+                if (const uint32_t n = gr_half_count(row_counts(sh_cnt, sh_word, r), i))
+                    atomicAdd(&cnt[tb0 + first + i], (int32_t)n);
+        }
     }
 }

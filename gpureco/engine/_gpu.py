@@ -28,8 +28,10 @@ MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; valu
 FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user's block
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
-FUSED_SHARED_TESTS = 1920  # test items of a block's users held in shared memory (-DFUSED_SHARED_TESTS)
-FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, 1 << 23  # fused_rank's grid: about this many blocks (15 waves of an H100's 264); items of one below 2^24
+FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared memory, 16 bits each (-DFUSED_SHARED_TESTS)
+# fused_rank's grid: about FUSED_BLOCKS blocks (15 waves of an H100's 264); a block's items at most FUSED_MAX_SPAN
+# (+ FUSED_ITEMS from the rounding), below 2^16: a test item's count in a block fits its 16 bits
+FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (after a sample of the items, scored by cuBLAS,
 # bounds each user's k-th largest). Off: proven identical under the emulation, its speed not yet
@@ -389,7 +391,7 @@ def fused_grid(n_users, n_items):
 def fused_span(n_users, n_items):
     """Items of one fused block (fused_rank, fused_topk): a multiple of FUSED_ITEMS, about FUSED_BLOCKS blocks in all
     (enough waves that the last one's tail is short, few enough that each block's set-up and
-    count flush are rare), at most FUSED_MAX_SPAN."""
+    count flush are rare), at most FUSED_MAX_SPAN + FUSED_ITEMS (< 2^16)."""
     tiles = -(-n_items // FUSED_ITEMS)
     spans = min(tiles, max(-(-FUSED_BLOCKS // -(-n_users // FUSED_USERS)), -(-n_items // FUSED_MAX_SPAN)))
     return -(-tiles // spans) * FUSED_ITEMS

@@ -121,7 +121,7 @@ def test_only_float32_factor_models_are_fused(monkeypatch):
 def test_spans():
     """fused_span: whole tiles, about FUSED_BLOCKS blocks (between half and all of the spans that
     asks for, fewer only where the items run out), never more than FUSED_MAX_SPAN (plus the last
-    tile's rounding): a queued item's offset in its span has 24 bits."""
+    tile's rounding): a test item's count in a block, at most its items, fits 16 bits."""
     for blocks in (4, 1024, 4096):
         _gpu.FUSED_BLOCKS = blocks  # (the fixture restores it)
         for n_users, n_items in [(1, 1), (10_000, 1_000_000), (943, 1_682), (100_000, 10_000_000), (1, 10_000_000),
@@ -130,7 +130,7 @@ def test_spans():
             spans, tiles = -(-n_items // span), -(-n_items // _gpu.FUSED_ITEMS)
             wanted = min(tiles, max(-(-blocks // -(-n_users // _gpu.FUSED_USERS)),
                                     -(-n_items // _gpu.FUSED_MAX_SPAN)))
-            assert span % _gpu.FUSED_ITEMS == 0 and span <= _gpu.FUSED_MAX_SPAN + _gpu.FUSED_ITEMS < 1 << 24
+            assert span % _gpu.FUSED_ITEMS == 0 and span <= _gpu.FUSED_MAX_SPAN + _gpu.FUSED_ITEMS < 1 << 16
             assert wanted / 2 <= spans <= wanted, (n_users, n_items, span)
     _gpu.FUSED_BLOCKS = 4096
     assert _gpu.fused_span(10_000, 1_000_000) == 151 * 128  # bench_gpu's problem: 79 row blocks x 52 spans
