@@ -189,7 +189,9 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
     __shared__ TopkShared sh;
     const int64_t b = blockIdx.x;
     const int n = count[b];
-    if (overflow[b] || n > TOPK_CAPACITY) {
+    const bool over = overflow[b] || n > TOPK_CAPACITY;
+    __syncthreads();  // every thread has read overflow[b] before thread 0 writes it
+    if (over) {
         if (threadIdx.x == 0) overflow[b] = 1;
         return;
     }

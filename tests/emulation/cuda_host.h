@@ -34,6 +34,23 @@
 #include <sanitizer/common_interface_defs.h>
 #define GR_EMU_ASAN 1
 #endif
+// ThreadSanitizer (emulator.py sanitize="thread"): every CUDA thread is a TSan fiber, switched
+// to without synchronisation, so that TSan sees the block's threads as concurrent. Only what
+// orders memory in CUDA orders it here: __syncthreads() (the whole block) and __syncwarp()
+// (its lanes); the launch's start and end; never a shuffle or a vote, which exchange registers,
+// nor an atomic (CUDA's are relaxed). A thread that reads shared or global memory another thread
+// of its block wrote without such an order between them is a data race TSan reports, although
+// the fibers' one-at-a-time run would have hidden it. Blocks stay ordered one after another;
+// the emulator's own bookkeeping is not checked (ignore regions).
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
+#define GR_EMU_TSAN 1
+#define GR_EMU_TSAN_ONLY(...) __VA_ARGS__
+#else
+#define GR_EMU_TSAN_ONLY(...)
+#endif
 
 #ifdef GR_EMU_DISCOVER  // emulator.py finds the kernels and their launch bounds in the preprocessed source
 #define __global__ gr_emu_kernel
@@ -81,6 +98,12 @@ struct Fiber {
     int width;
     char* stack;
     void* fake_stack;  // ASan's, while switched out
+    void* tsan;                  // TSan's fiber
+    char hb_ring[4];             // TSan: what the thread released at its last __syncwarp()s, by arrival % 4
+    unsigned n_syncwarp;         // its __syncwarp()s so far in the block
+    unsigned char hb_slot;       // where it released at the __syncwarp() it waits at
+    unsigned char peer_slot[32]; // where each lane of that __syncwarp()'s mask released
+    int ignoring;                // TSan: the emulator's bookkeeping scopes it is in
 };
 
 // The launcher's state: one launch at a time per module (a mutex), fibers on the calling thread.
@@ -107,8 +130,30 @@ struct Emulator {
     void* fault_address = nullptr;
     int fault_signal = 0;
     char* alt_stack = nullptr;
+    void* tsan_sched = nullptr;  // TSan: the launching thread's fiber
+    unsigned barrier_gen = 0;    // __syncthreads() completed in the block
+    char hb_start, hb_end, hb_barrier[2];  // TSan sync objects: the block's start and end, barriers by generation
 };
 inline Emulator E;
+
+// TSan ignores the emulator's own memory accesses (its scheduling state, which the fibers
+// share) in the scope of one of these; synchronisation is still seen.
+struct Bookkeeping {
+#ifdef GR_EMU_TSAN
+    Fiber* f = E.cur;  // (null in the launching thread)
+    Bookkeeping() {
+        __tsan_ignore_thread_begin();
+        if (f) ++f->ignoring;
+    }
+    ~Bookkeeping() {
+        if (f) --f->ignoring;
+        __tsan_ignore_thread_end();
+    }
+#else
+    Bookkeeping() {}
+#endif
+    Bookkeeping(const Bookkeeping&) = delete;
+};
 
 inline std::string format(const char* fmt, ...) {
     char buf[1024];
@@ -167,6 +212,7 @@ inline void to_fiber(Fiber* f) {
     swapcontext(&E.sched, &f->ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
+    GR_EMU_TSAN_ONLY(__tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync);)
     swapcontext(&E.sched, &f->ctx);
 #endif
     E.cur = nullptr;
@@ -181,6 +227,7 @@ inline void to_scheduler(bool exiting = false) {
     __sanitizer_finish_switch_fiber(f->fake_stack, &E.sched_bottom, &E.sched_size);
 #else
     (void)exiting;
+    GR_EMU_TSAN_ONLY(__tsan_switch_to_fiber(E.tsan_sched, __tsan_switch_to_fiber_no_sync);)
     swapcontext(&f->ctx, &E.sched);
 #endif
 }
@@ -196,6 +243,7 @@ inline void make_ready(std::vector<unsigned>& ids) {
 
 inline void exit_fiber() {
     Fiber* f = E.cur;
+    GR_EMU_TSAN_ONLY(__tsan_release(&E.hb_end);)
     f->state = DONE;
     ++E.n_done;
     if (E.n_barrier > 0) fail(format("thread %u exited while other threads wait at a barrier", f->linear));
@@ -212,15 +260,24 @@ inline void entry() {
 #ifdef GR_EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &E.sched_bottom, &E.sched_size);
 #endif
+    GR_EMU_TSAN_ONLY(__tsan_acquire(&E.hb_start);)  // the launcher's copies and the poisoned shared memory
     E.thunk(E.thunk_arg);
-    exit_fiber();
+    {
+        Bookkeeping untracked;
+        exit_fiber();
+    }
     to_scheduler(true);
     __builtin_trap();  // an exited fiber is never resumed
 }
 
 // A thread arrives at __syncthreads(): every thread of the block must arrive at this one.
 inline void barrier(const char* file, int line) {
+    Bookkeeping untracked;
     Fiber* f = E.cur;
+    // Release into this generation's object; acquire it on resumption, when every thread has released.
+    // (Two objects: no thread releases into generation g + 2 before every thread resumed from g.)
+    char* hb = &E.hb_barrier[E.barrier_gen & 1];
+    GR_EMU_TSAN_ONLY(__tsan_release(hb);)
     f->state = AT_BARRIER;
     f->file = file;
     f->line = line;
@@ -236,11 +293,14 @@ inline void barrier(const char* file, int line) {
                 to_scheduler();
             }
         E.n_barrier = 0;
+        ++E.barrier_gen;
         std::vector<unsigned> all(E.n_threads);
         for (unsigned t = 0; t < E.n_threads; ++t) all[t] = t;
         make_ready(all);
     }
     to_scheduler();
+    GR_EMU_TSAN_ONLY(__tsan_acquire(hb);)
+    (void)hb;
 }
 
 inline uint64_t poison_bits(int size) {
@@ -253,8 +313,13 @@ inline uint64_t poison_bits(int size) {
 // its result; a lane that reads from a lane outside the mask gets poison (CUDA: undefined).
 inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, unsigned arg, int width,
                         const char* file, int line) {
+    Bookkeeping untracked;
     Fiber* f = E.cur;
     const unsigned lane = f->linear & 31, base = f->linear - lane;
+    if (kind == SYNCWARP) {  // __syncwarp orders memory among its lanes (a vote or a shuffle does not)
+        f->hb_slot = (unsigned char)(f->n_syncwarp++ & 3);
+        GR_EMU_TSAN_ONLY(__tsan_release(&f->hb_ring[f->hb_slot]);)
+    }
     f->kind = kind;
     f->mask = mask;
     f->value = value;
@@ -316,11 +381,19 @@ inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, 
             else if (kind == BALLOT) g.result = votes;
             else if (kind == ANY) g.result = votes != 0;
             else if (kind == ALL) g.result = votes == mask;
+            if (kind == SYNCWARP)
+                for (unsigned m = 0; m < 32; ++m)
+                    if (mask >> m & 1) g.peer_slot[m] = E.fibers[base + m].hb_slot;
             group.push_back(g.linear);
         }
         make_ready(group);
     }
     to_scheduler();
+#ifdef GR_EMU_TSAN
+    if (kind == SYNCWARP && E.error.empty())
+        for (unsigned m = 0; m < 32; ++m)
+            if (mask >> m & 1) __tsan_acquire(&E.fibers[base + m].hb_ring[f->peer_slot[m]]);
+#endif
     return f->result;
 }
 
@@ -401,8 +474,9 @@ inline bool ensure_stacks(size_t n, size_t size) {
     for (size_t i = 0; i < n; ++i) mprotect(E.stacks + i * slot, page, PROT_NONE);
     E.n_stacks = n;
     E.stack_size = size;
-    E.fibers.assign(n, Fiber{});
+    E.fibers.assign(n, Fiber{});  // (TSan fibers are never destroyed: one with ignores on would be reported)
     for (size_t i = 0; i < n; ++i) E.fibers[i].stack = E.stacks + i * slot + page;
+    GR_EMU_TSAN_ONLY(for (Fiber& f : E.fibers) f.tsan = __tsan_create_fiber(0);)
     return true;
 }
 
@@ -452,7 +526,7 @@ inline std::string fault() {
 
 inline void run_block() {
     E.ready.clear();
-    E.n_done = E.n_barrier = 0;
+    E.n_done = E.n_barrier = E.barrier_gen = 0;
     E.order.resize(E.n_threads);
     for (unsigned t = 0; t < E.n_threads; ++t) E.order[t] = E.schedule == 1 ? E.n_threads - 1 - t : t;
     std::vector<unsigned> all(E.n_threads);
@@ -463,6 +537,13 @@ inline void run_block() {
         f.file = "";
         f.line = 0;
         f.fake_stack = nullptr;
+        f.n_syncwarp = 0;
+#ifdef GR_EMU_TSAN
+        if (f.ignoring) {  // abandoned in the emulator's bookkeeping by a block that failed: a fresh TSan fiber
+            f.tsan = __tsan_create_fiber(0);
+            f.ignoring = 0;
+        }
+#endif
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack;
         f.ctx.uc_stack.ss_size = E.stack_size;
@@ -474,17 +555,21 @@ inline void run_block() {
         all[t] = t;
     }
     make_ready(all);
+    GR_EMU_TSAN_ONLY(__tsan_release(&E.hb_start);)
     while (!E.ready.empty()) {
         const unsigned t = E.ready.front();
         E.ready.pop_front();
         to_fiber(&E.fibers[t]);
     }
+    GR_EMU_TSAN_ONLY(__tsan_acquire(&E.hb_end);)
     if (E.error.empty() && E.n_done != E.n_threads) fail("deadlock: no thread can go on");
 }
 
 // Runs every block of the grid; 0, or 1 with the error message in c->error.
 inline int run_grid(const Config* c, void (*thunk)(void*), void* arg) {
     std::lock_guard<std::mutex> guard(E.lock);
+    Bookkeeping untracked;  // the launching thread only schedules (and poisons shared memory)
+    GR_EMU_TSAN_ONLY(E.tsan_sched = __tsan_get_current_fiber();)
     auto report = [&](const std::string& m) {
         snprintf(c->error, c->error_size, "%s", m.c_str());
         return 1;
@@ -504,7 +589,7 @@ inline int run_grid(const Config* c, void (*thunk)(void*), void* arg) {
     if (c->block_order == 2) std::shuffle(blocks.begin(), blocks.end(), E.rng);
     const TlsSearch shared = shared_memory();
     if (!shared.data) return report("cannot find this module's __shared__ variables (its PT_TLS segment)");
-#ifndef GR_EMU_ASAN
+#if !defined(GR_EMU_ASAN) && !defined(GR_EMU_TSAN)
     FaultGuard faults;
     if (sigsetjmp(E.fault_jump, 1))
         return report(format("block (%u, %u, %u): ", E.block_idx.x, E.block_idx.y, E.block_idx.z) + fault() +

@@ -32,7 +32,9 @@ HEADER = Path(__file__).resolve().parent / "cuda_host.h"
 # fiber's stack hits the guard page below it instead of another fiber's stack.
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fvisibility=hidden", "-fno-gnu-unique",
          "-fstack-clash-protection", "-Wall", "-Wno-unused-function")
-SANITIZE = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g")
+SANITIZE = {"address": ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
+                        "-g"),
+            "thread": ("-fsanitize=thread", "-fno-omit-frame-pointer", "-g")}
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2}  # threads' resumption order after each barrier
 BLOCK_ORDERS = {"forward": 0, "reverse": 1, "shuffle": 2}
 GUARD = 4096  # bytes of poison on each side of every array argument
@@ -110,6 +112,7 @@ def build(code, options=(), sanitize=False):
     """(path of the shared library, {kernel name: launch bound or None}), built once per
     source, headers, flags and cuda_host.h; safe when several threads or processes build at once."""
     options = tuple(o for o in options if o.startswith(("-I", "-D", "-U")))  # the rest are NVRTC's own
+    sanitize = _sanitizer(sanitize)
     memo = (code, options, sanitize)
     with _built_lock:
         if memo in _built:
@@ -120,7 +123,7 @@ def build(code, options=(), sanitize=False):
     source = folder / f"src-{hashlib.sha256((name + chr(0) + code).encode()).hexdigest()[:24]}.cu"
     if not source.exists():
         _write_atomically(source, f'#line 1 "{name}"\n{code}\n'.encode())
-    flags = [*FLAGS, *(SANITIZE if sanitize else ()), *options]
+    flags = [*FLAGS, *SANITIZE.get(sanitize, ()), *options]
     deps = folder / f"deps.{mine}.d"
     pre = _run([compiler(), "-E", "-x", "c++", *flags, "-DGR_EMU_DISCOVER", "-include", str(HEADER), "-MMD",
                 "-MF", str(deps), str(source)], "preprocessing")
@@ -331,8 +334,10 @@ class RawModule:
     """cupy.RawModule(code=..., options=...) on the host. Launch options (defaults for every
     kernel, overridable per call): schedule, the order in which threads resume after a barrier
     or warp intrinsic ("forward", "reverse", "shuffle"); block_order, the order of the blocks
-    ("forward", "reverse", "shuffle"); seed, for the shuffles. sanitize=True builds with
-    AddressSanitizer and UBSan (the process must preload libasan: see test_sanitized.py)."""
+    ("forward", "reverse", "shuffle"); seed, for the shuffles. sanitize=True (or "address")
+    builds with AddressSanitizer and UBSan, sanitize="thread" with ThreadSanitizer, which
+    reports a data race between the threads of a block (cuda_host.h); the process must preload
+    the runtime (runtime(sanitize), see test_sanitized.py)."""
 
     def __init__(self, code=None, options=(), *, schedule="forward", block_order="forward", seed=0,
                  sanitize=False, stack_kib=None, **cupy_only):
@@ -343,11 +348,12 @@ class RawModule:
         if unknown:
             raise TypeError(f"RawModule: unexpected argument(s) {sorted(unknown)}")
         self.defaults = self.launch_options(schedule, block_order, seed, check_only=True)
+        sanitize = _sanitizer(sanitize)
         self.stack_kib = stack_kib or (256 if sanitize else 64)
         path, self.kernels = build(code, tuple(options), sanitize)
         self.library = ctypes.CDLL(str(path))
         self.asan_poison = None
-        if sanitize:
+        if sanitize == "address":
             self.asan_poison = self.library.gr_emu_asan_poison
             self.asan_poison.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int]
         self._functions = {}
@@ -370,10 +376,26 @@ class RawModule:
         return self._functions[name]
 
 
+def _sanitizer(sanitize):
+    """None, "address" or "thread" from RawModule's sanitize argument."""
+    if sanitize in (False, None):
+        return None
+    if sanitize is True or sanitize in SANITIZE:
+        return "address" if sanitize is True else sanitize
+    raise ValueError(f"sanitize must be False, True, 'address' or 'thread'; got {sanitize!r}")
+
+
+def runtime(sanitize="address"):
+    """The sanitizer's runtime (libasan or libtsan) to preload into a Python that loads modules
+    built with it; None where g++ has none."""
+    library = {"address": "libasan.so", "thread": "libtsan.so"}[_sanitizer(sanitize)]
+    path = _run([compiler(), f"-print-file-name={library}"], "g++ -print-file-name").strip()
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
 def asan_runtime():
     """The AddressSanitizer runtime to preload into a Python that loads sanitized modules."""
-    path = _run([compiler(), "-print-file-name=libasan.so"], "g++ -print-file-name").strip()
-    return path if os.path.isabs(path) and os.path.exists(path) else None
+    return runtime("address")
 
 
 def have_compiler():
