@@ -95,7 +95,9 @@ class FactorScores:
         self.n_factors = 0 if B is None else B.shape[1]
         self.dtype = np.dtype(np.float64 if B is None else B.dtype)
         self.suffix = "f32" if self.dtype == np.float32 else "f64"
-        self.tf32 = bool(tf32) and self.dtype == np.float32
+        # TF32 mode splits the cuBLAS tiles; where FUSED scores float32 factor models in one kernel
+        # (in FP32, no tile at all), TF32 mode takes it too: the same numbers, never slower than FP32's
+        self.tf32 = bool(tf32) and self.dtype == np.float32 and not (FUSED and B is not None and B.shape[1] > 0)
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
@@ -155,7 +157,7 @@ class FactorScores:
         return None if self.given else self.A[users]
 
     def fused(self):
-        """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors, no TF32)."""
+        """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors; TF32 mode too)."""
         return FUSED and not self.given and self.dtype == np.float32 and not self.tf32 and self.n_factors > 0
 
     def launch_args(self):
@@ -329,13 +331,18 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     seed, noise = np.uint64(problem.seed), np.int32(2 if tie_mode else problem.break_ties_with_noise)
 
     def run(begin, end):
-        batch = users_d[begin:end]
         nb = end - begin
+        batch_users = users[begin:end]
+        if fused:  # rows in blocks of about equal test items (the kernel's outputs go back per user and entry)
+            batch_users = batch_users[fused_rows(np.diff(problem.X_test.indptr)[batch_users])]
         # the batch's test entries, found on the host (the CSR offsets are there) and copied at once
-        local, entry, tests_begin = row_entries(np, problem.X_test.indptr, users[begin:end])
+        local, entry, tests_begin = row_entries(np, problem.X_test.indptr, batch_users)
         m = entry.shape[0]
-        packed = cp.asarray(np.concatenate([local, entry, problem.X_test.indices[entry], tests_begin]))
-        local, entry, items, tests_begin = packed[:m], packed[m: 2 * m], packed[2 * m: 3 * m], packed[3 * m:]
+        packed = cp.asarray(np.concatenate([local, entry, problem.X_test.indices[entry], tests_begin]
+                                           + ([batch_users] if fused else [])))
+        local, entry, items = packed[:m], packed[m: 2 * m], packed[2 * m: 3 * m]
+        tests_begin = packed[3 * m: 3 * m + nb + 1]
+        batch = packed[3 * m + nb + 1:] if fused else users_d[begin:end]
         # sorted best-first per user by defined score, then tie key
         user_rows = scorer.user_rows(batch)
         scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
@@ -386,6 +393,37 @@ def fused_grid(n_users, n_items):
     FUSED_USERS users x spans of fused_span items."""
     span = fused_span(n_users, n_items)
     return ((n_users + FUSED_USERS - 1) // FUSED_USERS, (n_items + span - 1) // span), span
+
+
+def fused_rows(n_test):
+    """An order of a batch's rows for fused_rank, from each row's number of test items: a
+    permutation of range(len(n_test)) whose blocks of FUSED_USERS rows hold about equal numbers
+    of test items, and whose rows 2p and 2p + 1 (which share shared-memory words, as many as
+    the larger needs) about equal numbers, so that more blocks count in shared memory: the
+    words of a block, the sum over its pairs of the larger, must not exceed
+    FUSED_SHARED_TESTS / 2. The rows by decreasing number, in pairs, go to the blocks in turn,
+    forward then backward (a snake), each pair to the block's next two rows, the last block
+    (which may have fewer rows) left out once it is full; an odd row out goes last. Any order
+    gives the same numbers: every output goes back per user and entry."""
+    n = n_test.shape[0]
+    by_size = np.argsort(-np.asarray(n_test), kind="stable")
+    blocks = -(-n // FUSED_USERS)
+    if blocks == 1:
+        return by_size  # adjacent sizes in pairs
+    last_pairs = (n - (blocks - 1) * FUSED_USERS) // 2  # pairs that the last block holds
+    q = np.arange(n // 2)
+    late = q >= last_pairs * blocks  # once the last block is full: rounds over the others
+    dealt = np.where(late, q - last_pairs * blocks, q)
+    width = np.where(late, blocks - 1, blocks)  # blocks in a round
+    turn = np.where(late, last_pairs + dealt // (blocks - 1), dealt // blocks)
+    within = dealt % width
+    block = np.where(turn % 2 == 0, within, width - 1 - within)
+    first = block * FUSED_USERS + 2 * turn  # where pair q's two rows go
+    order = np.empty(n, dtype=by_size.dtype)
+    order[first], order[first + 1] = by_size[0: 2 * q.shape[0]: 2], by_size[1: 2 * q.shape[0]: 2]
+    if n % 2:
+        order[n - 1] = by_size[n - 1]  # the last block's last row
+    return order
 
 
 def fused_span(n_users, n_items):
@@ -439,12 +477,13 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
     out_scores = cp.full((users.shape[0], k), cp.nan)
     users_d = cp.asarray(users)
     kernel_path = k <= TOPK_MAX_K
+    per_candidates = 12 * TOPK_CAPACITY + 64 + scorer.bytes_per_user()  # a user's buffers on the kernel path
+    per_row = n_items * (scorer.itemsize() + 40) + scorer.bytes_per_user()  # whole rows, several times over
     if kernel_path:
-        rows = _batch_size(n_items, scorer.itemsize(), 12 * TOPK_CAPACITY + 64 + scorer.bytes_per_user(),
-                           max_memory - scorer.fixed_bytes(n_items), batch_size)
-    else:  # whole rows, several times over (copy, masks, sort)
-        rows = batch_size or max(1, int((max_memory - scorer.fixed_bytes(n_items))
-                                        // (n_items * (scorer.itemsize() + 40) + scorer.bytes_per_user())))
+        rows = _batch_size(n_items, scorer.itemsize(), per_candidates, max_memory - scorer.fixed_bytes(n_items),
+                           batch_size)
+    else:  # (copy, masks, sort)
+        rows = batch_size or max(1, int((max_memory - scorer.fixed_bytes(n_items)) // per_row))
     topk = kernel("topk_tile", f"topk_tile_{scorer.suffix}")
     finish = kernel("topk_tile", "topk_finish")
     sample = topk_sample(n_items, k) if kernel_path and scorer.fused() else None
@@ -490,15 +529,19 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             items = cand_items.reshape(nb, TOPK_CAPACITY)[local, slot].astype(cp.int64)
             filter_scores = cand_scores.reshape(nb, TOPK_CAPACITY)[local, slot]
             full_rows = cp.flatnonzero(overflow)
+            S = buffer = None  # the score tile's memory, free for the full rows
         else:
             local = items = filter_scores = cp.zeros(0, dtype=cp.int64)
             full_rows = cp.arange(nb)
-        if full_rows.shape[0]:  # the full-row path: every pool score of these users at once
-            more = _full_row_candidates(scorer, batch, full_rows, user_rows, tol, k, train_indptr, train_indices,
-                                        n_items)
-            local = cp.concatenate([local, more[0]])
-            items = cp.concatenate([items, more[1]])
-            filter_scores = cp.concatenate([filter_scores.astype(cp.float64), more[2]])
+        # the full-row path: every pool score of these users, as many at once as the workspace
+        # left holds (a batch of the kernel path may flag all of its users: ties, NaN factors)
+        in_use = nb * per_candidates if kernel_path else 0
+        at_once = max(1, int((max_memory - scorer.fixed_bytes(n_items) - in_use) // per_row))
+        parts = [_full_row_candidates(scorer, batch, full_rows[r0: r0 + at_once], user_rows, tol, k, train_indptr,
+                                      train_indices, n_items) for r0 in range(0, full_rows.shape[0], at_once)]
+        if parts:
+            local, items, filter_scores = (cp.concatenate([mine] + [part[i] for part in parts]) for i, mine in
+                                           enumerate((local, items, filter_scores.astype(cp.float64))))
         exact, keys = scorer.pairs(batch, local, items, user_rows, seed, noise)
         if scorer.given:
             exact = filter_scores.astype(cp.float64)

@@ -92,6 +92,69 @@ def test_test_items_in_global_memory(monkeypatch):
     assert fused_grids(cupy)
 
 
+def block_words(n_test, order):
+    """Per row block of fused_rank, the shared-memory words its counts take when its rows are
+    n_test[order]: the sum over the pairs of rows 2p, 2p + 1 of the larger count."""
+    m = np.zeros(-(-len(order) // _gpu.FUSED_USERS) * _gpu.FUSED_USERS, dtype=np.int64)
+    m[: len(order)] = np.asarray(n_test)[order]
+    return m.reshape(-1, _gpu.FUSED_USERS // 2, 2).max(axis=2).sum(axis=1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 127, 128, 129, 200, 256, 257, 300, 700, 1024])
+def test_fused_rows_balance_the_blocks(n):
+    """fused_rows is a permutation; on skewed test counts (a few heavy users first, as in real
+    data) every block's words fit the shared counts where the given order's heaviest block
+    does not (700 rows), the full blocks' words are within one pair of each other, and the words
+    in all are never more than the given order's."""
+    rng = np.random.default_rng(n)
+    n_test = rng.integers(5, 40, size=n)
+    n_test[: max(1, n // 23)] = 100
+    order = _gpu.fused_rows(n_test)
+    assert sorted(order.tolist()) == list(range(n))
+    words = block_words(n_test, order)
+    full = n // _gpu.FUSED_USERS
+    if full >= 2:
+        assert words[:full].max() - words[:full].min() <= 100 + 40  # a snake: within one pair of each other
+    if n == 700:
+        limit = _gpu.FUSED_SHARED_TESTS // 2
+        assert block_words(n_test, np.arange(n)).max() > limit >= words.max()
+    assert words.sum() <= block_words(n_test, np.arange(n)).sum()  # adjacent sizes pair up
+
+
+def test_fused_rows_reach_the_kernel(monkeypatch):
+    """A batch of 300 users whose heavy users come first: the kernel gets the rows fused_rows
+    orders (every block's counts in shared memory, which the sorted order would overflow) and
+    the CPU's numbers come back per user."""
+    X_train, X_test, A, B, bias = problem(21, n_users=300, integer=True, test_density=0.006)
+    heavy = np.zeros(X_test.shape, dtype=bool)
+    heavy[:12, :40] = True  # users 0-11: 40 test items more
+    X_test = (X_test + sp.csr_matrix(heavy.astype(np.float64))).tocsr()
+    X_test.data[:] = 1.0
+    X_train = (X_train - X_train.multiply(X_test != 0)).tocsr()
+    X_train.eliminate_zeros()
+    n_test = np.diff(X_test.indptr)
+    users = np.flatnonzero(n_test)
+    words = block_words(n_test[users], _gpu.fused_rows(n_test[users])).max()
+    assert block_words(n_test[users], np.arange(len(users))).max() > words
+    monkeypatch.setattr(_gpu, "FUSED_SHARED_TESTS", 2 * int(words))  # the balanced blocks fit, the sorted do not
+    launched = []
+    inner = _gpu.kernel
+
+    def kernel(file, name):
+        fn = inner(file, name)
+        if name != "fused_rank_f32":
+            return fn
+        return lambda grid, block, args: launched.append((args[7].copy(), args[10].copy())) or fn(grid, block, args)
+    monkeypatch.setattr(_gpu, "kernel", kernel)
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=2) as cupy:
+        no_cublas(cupy, monkeypatch)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias))
+    (batch, tests_begin), = launched
+    assert sorted(batch.tolist()) == users.tolist() and list(batch) != sorted(batch)
+    np.testing.assert_array_equal(np.diff(tests_begin), n_test[batch])
+    assert block_words(np.diff(tests_begin), np.arange(len(batch))).max() == words
+
+
 @pytest.mark.parametrize("ties", ["optimistic", "average"])
 def test_tie_modes(monkeypatch, ties):
     X_train, X_test, A, B, bias = problem(7, integer=True)
@@ -105,17 +168,31 @@ def test_tie_modes(monkeypatch, ties):
 
 
 def test_only_float32_factor_models_are_fused(monkeypatch):
-    """float64 factors, TF32 and given scores keep the cuBLAS tiles and rank_tile; FUSED off
-    (the default) too."""
+    """float64 factors and given scores keep the cuBLAS tiles and rank_tile; FUSED off (the
+    default) too, in FP32 and TF32 mode."""
     X_train, X_test, A, B, bias = problem(8, n_factors=4)
     with emulated_device(monkeypatch) as cupy:
         cpu_and_gpu(X_train, X_test, A.astype(np.float64), B.astype(np.float64), k=5)
-        cpu_and_gpu(X_train, X_test, A, B, k=5, tf32=True)
         cpu_and_gpu(X_train, X_test, None, None, k=5, item_biases=bias)
         monkeypatch.setattr(_gpu, "FUSED", False)
         cpu_and_gpu(X_train, X_test, A, B, k=5)
+        cpu_and_gpu(X_train, X_test, A, B, k=5, tf32=True)
     assert not any(name.startswith("fused_rank") for name, _, _ in cupy.launches)
     assert sum(name.startswith("rank_tile") for name, _, _ in cupy.launches) == 4
+    assert sum(name == "rank_tile_f32" for name, _, _ in cupy.launches) == 2  # FP32 and TF32
+
+
+def test_tf32_mode_takes_the_fused_kernel(monkeypatch):
+    """With FUSED, TF32 mode scores float32 factors in the fused FP32 kernel: the CPU's numbers,
+    no split cuBLAS tile (never slower than FP32 mode), in rank_users and top_k."""
+    X_train, X_test, A, B, bias = problem(9, n_factors=5)
+    with emulated_device(monkeypatch) as cupy:
+        split = []
+        monkeypatch.setattr(cupy, "gemm_tf32", lambda *args, **kw: split.append(1))
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias, tf32=True))
+        _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias, tf32=True)
+    assert not split and {name for name, _, _ in cupy.launches} >= {"fused_rank_f32", "fused_topk_f32"}
+    assert not any(name.startswith("rank_tile") for name, _, _ in cupy.launches)
 
 
 def test_spans():
