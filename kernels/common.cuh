@@ -129,11 +129,17 @@ GR_HD int64_t gr_count_above(const double* scores, int64_t m, double s) {
     return lo;
 }
 
-// #{i < m : (scores[i], keys[i]) outranks (s, key)}, the pairs sorted best-first
+// #{i < m : (scores[i], keys[i]) outranks (s, key)}, the pairs sorted best-first (scores
+// descending, keys ascending within a score): past the scores above s, the pairs of score s
+// and a smaller key come first, so a bisection finds their end (a tie group of n test items
+// costs log n reads, not n: exact ties are common, e.g. items with no factors)
 GR_HD int64_t gr_count_outranking(const double* scores, const uint64_t* keys, int64_t m, double s, uint64_t key) {
-    int64_t c = gr_count_above(scores, m, s);
-    while (c < m && scores[c] == s && keys[c] < key) ++c;
-    return c;
+    int64_t lo = gr_count_above(scores, m, s), hi = m;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (scores[mid] == s && keys[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    return lo;
 }
 
 // A monotone map of doubles to unsigned integers (NaN excluded): x < y <=> key(x) < key(y),

@@ -60,12 +60,17 @@ cdef extern from *:
         }
         return (base - scores) + (base[0] > s);
     }
-    /* #{i < m : (scores[i], keys[i]) outranks (s, key)}, the pairs sorted best-first */
+    /* #{i < m : (scores[i], keys[i]) outranks (s, key)}, the pairs sorted best-first (scores
+       descending, keys ascending within a score): past the scores above s, the pairs of score s
+       and a smaller key come first, so a bisection finds their end (log n reads for a tie of n) */
     static inline int64_t gpureco_count_outranking(const double* scores, const uint64_t* keys,
                                                    int64_t m, double s, uint64_t key) {
-        int64_t c = gpureco_count_above(scores, m, s);
-        while (c < m && scores[c] == s && keys[c] < key) c++;
-        return c;
+        int64_t lo = gpureco_count_above(scores, m, s), hi = m, mid;
+        while (lo < hi) {
+            mid = (lo + hi) >> 1;
+            if (scores[mid] == s && keys[mid] < key) lo = mid + 1; else hi = mid;
+        }
+        return lo;
     }
 
     #define GR_CHUNK 8   /* test items compared with each vector of scores in one pass */

@@ -18,7 +18,7 @@ ALL = dict(all_metrics=True)
 def _problem(rng, n_users, n_items, n_factors, n_train, n_test, dtype=np.float32):
     A = rng.standard_normal((n_users, n_factors)).astype(dtype)
     B = rng.standard_normal((n_items, n_factors)).astype(dtype)
-    rows, train, test = [], [], []
+    train, test = [], []
     for u in range(n_users):
         items = rng.permutation(n_items)[: n_train + n_test]
         train.append(items[:n_train])

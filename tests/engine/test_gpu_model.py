@@ -95,6 +95,29 @@ def test_top_k_same_lists_as_the_cpu(monkeypatch, rng, k):
     assert full_rows == [6]  # every user took the full-row path
 
 
+def test_top_k_full_rows_within_the_workspace(monkeypatch, rng):
+    """Users the top-K kernel cannot settle (every score tied: their buffers overflow) take the
+    full-row path as many at a time as the workspace left by the batch holds, not all at once:
+    here 2 of a batch's 6 (the CPU's lists)."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 5000)
+    n_items, f = 12_000, 3
+    A = rng.integers(-2, 3, size=(6, f)).astype(np.float32)
+    ties = np.ones((n_items, f), dtype=np.float32)
+    X_train = sp.random(6, n_items, density=0.2, format="csr", random_state=4)
+    per_row = n_items * (4 + 40) + 8 * f * 4  # a full row's workspace (float32, bytes_per_user 8 F x 4)
+    batch = 6 * (12 * _gpu.TOPK_CAPACITY + 64 + 8 * f * 4)  # the batch's candidate buffers
+    full_rows = []
+    inner = _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(a[2].shape[0]) or inner(*a))
+    with model_device(monkeypatch):
+        cpu = gpureco.top_k(A, ties, 10, X_train=X_train, device="cpu")
+        gpu = gpureco.top_k(A, ties, 10, X_train=X_train, device="gpu", batch_size=6,
+                            max_memory=batch + 2 * per_row + 100)
+    np.testing.assert_array_equal(gpu[0], cpu[0])
+    np.testing.assert_array_equal(gpu[1], cpu[1])
+    assert full_rows == [2, 2, 2]
+
+
 def test_given_scores_over_several_tiles(monkeypatch, rng):
     """A score matrix wider than one tile: the kernels read each tile as a view into the rows."""
     monkeypatch.setattr(_gpu, "TILE_ITEMS", 16)
