@@ -41,16 +41,22 @@ TARGET_RATIO = 3.0
 # --------------------------------------------------------------------------------------------
 # problem
 # --------------------------------------------------------------------------------------------
-def make_problem(n_users, n_items, n_factors, mean_train=30, mean_test=10, alpha=0.8, seed=123):
+def make_problem(n_users, n_items, n_factors, mean_train=30, mean_test=10, alpha=0.8, seed=123, test_sigma=0.0):
     """Factors ~ N(0, 1) float32; per user 1+Poisson(mean_train-1) training and
     1+Poisson(mean_test-1) test items, distinct and disjoint, drawn with Zipf-like popularity
-    p_i ~ (i+1)^-alpha (item ids shuffled so popularity is not tied to the index)."""
+    p_i ~ (i+1)^-alpha (item ids shuffled so popularity is not tied to the index). test_sigma > 0:
+    test items 1 + a lognormal count of mean mean_test - 1 and log-deviation test_sigma instead
+    (heavy users, as in real data: sigma 1.5 puts about 4% of the users above 5x the mean)."""
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n_users, n_factors), dtype=np.float32)
     B = rng.standard_normal((n_items, n_factors), dtype=np.float32)
 
     n_tr = np.minimum(1 + rng.poisson(mean_train - 1, n_users), n_items // 2)
-    n_te = np.minimum(1 + rng.poisson(mean_test - 1, n_users), n_items // 2)
+    if test_sigma > 0:
+        mu = np.log(max(mean_test - 1, 1e-9)) - test_sigma ** 2 / 2
+        n_te = np.minimum(1 + np.rint(rng.lognormal(mu, test_sigma, n_users)).astype(np.int64), n_items // 2)
+    else:
+        n_te = np.minimum(1 + rng.poisson(mean_test - 1, n_users), n_items // 2)
     # Oversample, deduplicate per user, then take a random permutation of each user's distinct items:
     # the first n_tr go to training, the next n_te to test.
     n_draw = np.ceil(1.5 * (n_tr + n_te)).astype(np.int64) + 10
