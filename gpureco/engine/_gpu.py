@@ -95,14 +95,14 @@ class FactorScores:
         self.n_factors = 0 if B is None else B.shape[1]
         self.dtype = np.dtype(np.float64 if B is None else B.dtype)
         self.suffix = "f32" if self.dtype == np.float32 else "f64"
-        # TF32 mode splits the cuBLAS tiles; where FUSED scores float32 factor models in one kernel
-        # (in FP32, no tile at all), TF32 mode takes it too: the same numbers, never slower than FP32's
-        self.tf32 = bool(tf32) and self.dtype == np.float32 and not (FUSED and B is not None and B.shape[1] > 0)
+        self.given = B is None  # a non-personalised model: the biases are the scores
+        # TF32 mode splits the cuBLAS tiles; where the fused kernels score the model (in FP32, no
+        # tile at all), TF32 mode takes them too: the same numbers, never slower than FP32 mode
+        self.tf32 = bool(tf32) and self.dtype == np.float32 and not self.fused()
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
             self.item_norm_max = max_row_norm(B)
-        self.given = B is None  # a non-personalised model: the biases are the scores
         self._user_parts = (None, None)  # (user_rows, their split_tf32 parts [hi | lo])
         self._item_parts = None  # a buffer for a tile's parts [lo | hi]
 
@@ -158,7 +158,7 @@ class FactorScores:
 
     def fused(self):
         """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors; TF32 mode too)."""
-        return FUSED and not self.given and self.dtype == np.float32 and not self.tf32 and self.n_factors > 0
+        return FUSED and not self.given and self.dtype == np.float32 and self.n_factors > 0
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""

@@ -316,10 +316,12 @@ inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, 
     Bookkeeping untracked;
     Fiber* f = E.cur;
     const unsigned lane = f->linear & 31, base = f->linear - lane;
+#ifdef GR_EMU_TSAN
     if (kind == SYNCWARP) {  // __syncwarp orders memory among its lanes (a vote or a shuffle does not)
         f->hb_slot = (unsigned char)(f->n_syncwarp++ & 3);
-        GR_EMU_TSAN_ONLY(__tsan_release(&f->hb_ring[f->hb_slot]);)
+        __tsan_release(&f->hb_ring[f->hb_slot]);
     }
+#endif
     f->kind = kind;
     f->mask = mask;
     f->value = value;
@@ -381,9 +383,11 @@ inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, 
             else if (kind == BALLOT) g.result = votes;
             else if (kind == ANY) g.result = votes != 0;
             else if (kind == ALL) g.result = votes == mask;
+#ifdef GR_EMU_TSAN
             if (kind == SYNCWARP)
                 for (unsigned m = 0; m < 32; ++m)
                     if (mask >> m & 1) g.peer_slot[m] = E.fibers[base + m].hb_slot;
+#endif
             group.push_back(g.linear);
         }
         make_ready(group);

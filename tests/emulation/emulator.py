@@ -393,10 +393,5 @@ def runtime(sanitize="address"):
     return path if os.path.isabs(path) and os.path.exists(path) else None
 
 
-def asan_runtime():
-    """The AddressSanitizer runtime to preload into a Python that loads sanitized modules."""
-    return runtime("address")
-
-
 def have_compiler():
     return shutil.which(compiler()) is not None
