@@ -8,7 +8,8 @@ so it is measured here on the CPU, for each bound gpureco has used:
 - FP32: gamma_(F+2) float32 units times sum_f |a_f| max_j |b_jf|, and the same scale with
   Cauchy-Schwarz (||a|| max_j ||b_j||) where smaller;
 - TF32 before the split (commit 240cd19): about 2**-9 of the scale, TF32 inputs;
-- TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms.
+- TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms;
+- TF32 on tensor cores inside fused_rank_tf32 (score_tolerance(tf32="fused")), with the norms.
 
 Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
 each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
@@ -92,6 +93,8 @@ def main(argv=None):
         "TF32 before the split": old_tf32,
         "TF32 split": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True),
         "TF32 split, norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True, norm),
+        "TF32 fused (fused_rank_tf32), norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32,
+                                                                        "fused", norm),
     }
     rows = {name: dict(median_tol=float(np.median(tol)), share=share_in_bands(A, B, X_test, users, tol))
             for name, tol in bounds.items()}

@@ -228,9 +228,13 @@ def main(argv=None):
     try:
         rows["gpureco, fused kernel"], ours_fused = best(run_gpureco)
         fused_workspace = peak_memory(cp, run_gpureco)
+        rows["gpureco, fused kernel, tf32=True (fused_rank_tf32)"], ours_fused_tf32 = best(
+            lambda: gpureco.calc_reco_metrics(X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy",
+                                              device="gpu", tf32=True))
     finally:
         _gpu.FUSED = False
-    fused_identical = all(bool(cp.array_equal(ours[name], ours_fused[name], equal_nan=True)) for name in ours)
+    fused_identical = all(bool(cp.array_equal(ours[name], ours_fused[name], equal_nan=True)) and
+                          bool(cp.array_equal(ours[name], ours_fused_tf32[name], equal_nan=True)) for name in ours)
     shapes = tile_shapes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
@@ -282,6 +286,11 @@ def main(argv=None):
                     "400,000 users/s (TF32), identical numbers": (args.users / rows["gpureco, tf32=True"] >= 400_000
                                                                   and tf32_identical),
                     "TF32 not slower than FP32": rows["gpureco, tf32=True"] <= rows["gpureco"],
+                    "400,000 users/s (TF32, fused kernel), identical numbers": (
+                        args.users / rows["gpureco, fused kernel, tf32=True (fused_rank_tf32)"] >= 400_000
+                        and fused_identical),
+                    "fused TF32 not slower than fused FP32": (rows["gpureco, fused kernel, tf32=True (fused_rank_tf32)"]
+                                                              <= rows["gpureco, fused kernel"]),
                     "5x faster than PyTorch": ("PyTorch pipeline" in rows
                                                and rows["PyTorch pipeline"] >= 5 * rows["gpureco"]),
                     "workspace <= 2 GB": workspace <= 2e9},
@@ -297,7 +306,7 @@ def main(argv=None):
     lines += ["", f"gpureco / GEMM alone: {info['gpureco_vs_gemm']:.2f} (target <= 1.5)",
               f"gpureco peak workspace beyond the inputs: {workspace / 2**30:.2f} GiB (target <= 2 GB)",
               f"tf32=True gives the FP32 numbers bit for bit: {tf32_identical}",
-              f"The fused kernel gives the FP32 numbers bit for bit: {fused_identical}; its peak workspace "
+              f"The fused kernels (FP32 and TF32) give the FP32 numbers bit for bit: {fused_identical}; its peak workspace "
               f"{fused_workspace / 2**30:.2f} GiB",
               f"Targets met: {info['targets']}", f"Agreement of the pipelines with gpureco: {agreement}"]
     if shapes:

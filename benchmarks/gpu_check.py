@@ -114,7 +114,7 @@ def environment(env):
 STEPS = ("build", "determinism", "gpu_tests", "gpu_tests_fused", "bench", "ncu", "sweep", "training_loop", "suite")
 MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "ncu": 60,
                "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
-NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32")  # bench_gpu runs the fused kernel in its fused timing
+NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32", "fused_rank_tf32")  # bench_gpu runs the fused kernel in its fused timing
 
 
 def pytest_step(env, timeout, *args, fused=False):

@@ -56,172 +56,83 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
     }
 }
 
-extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_rank_f32(
-    const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
-    int64_t n_items, int64_t span, int64_t nb, const int64_t* __restrict__ users,
-    const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
-    const int64_t* __restrict__ tests_begin, const double* __restrict__ test_scores,
-    const uint64_t* __restrict__ test_keys, int32_t* __restrict__ cnt, uint64_t* __restrict__ pool_min,
-    uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol, uint64_t seed,
-    int noise) {
-    __shared__ TileFactors tile_factors;
-    __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
-    __shared__ uint32_t sh_cnt[FUSED_WORDS];  // the rows' counts, two rows a word (row_counts)
-    __shared__ int32_t sh_word[FUSED_USERS];  // row r's first word
-    __shared__ int64_t sh_words;  // the words the rows need
-    __shared__ uint8_t sh_cells[FUSED_USERS][GR_CELLS];  // row r's cells (bands.cuh)
-    __shared__ float sh_scale[FUSED_USERS];  // their scale (gr_cells_scale)
-    __shared__ float sh_worst[FUSED_USERS];
-    __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
-    __shared__ float sh_bias[FUSED_ITEMS];
-    __shared__ float sh_min[FUSED_USERS];  // row r's pool statistics so far (filter scores)
-    __shared__ float sh_max[FUSED_USERS];
-    __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];
-
-    // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
-    const int64_t b0 = (int64_t)blockIdx.x * FUSED_USERS;
-    const int64_t span_begin = (int64_t)blockIdx.y * span;
-    if (b0 >= nb || span_begin >= n_items) return;
-    const int64_t span_end = min(n_items, span_begin + span);
-    const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
-    const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
-    const int t = threadIdx.x;
-    const int ty = t >> 4, tx = t & 15;  // this thread's scores: rows row(0 .. 7) x items col(0 .. 7) of a tile
-    const auto row = [&](int i) { return gr_tile_row(ty, i); };
-    const auto col = [&](int j) { return gr_tile_col(tx, j); };
-
-    // row r's bands, from its test items' defined scores (the search reads them where a cell does not answer)
-    const auto bands_of = [&](int r, int64_t first, int m) {
-        return GlobalBands<float>{test_scores + tb0 + first, m == 0 ? 0.0 : tol[b0 + r]};
-    };
-    // thread r < FUSED_USERS: row r's worst band and cells' scale, and its training items from the span on
-    RowTraining training;
-    if (t < FUSED_USERS) {
-        float worst = (float)GR_INF, scale = 0.0f;  // below worst an item outranks no test item (also: none)
-        sh_first[t] = t < n_rows ? tests_begin[b0 + t] - tb0 : n_tests;
-        if (t == 0) sh_first[FUSED_USERS] = n_tests;
-        if (t < n_rows) {
-            const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
-            const GlobalBands<float> bands = bands_of(t, t0 - tb0, (int)m);
-            if (m > 0) worst = bands.low((int)m - 1);
-            scale = gr_cells_scale<float>(bands, (int)m);
-            training = gr_row_training(train_indptr, train_indices, u, span_begin);
-        }
-        sh_worst[t] = worst;
-        sh_scale[t] = scale;
-        sh_min[t] = (float)GR_INF;
-        sh_max[t] = -(float)GR_INF;
+// The two ways a block scores its tile, and which of its scores each thread holds: 8 rounds of
+// 8 items of one row, round rho: row(rho), its items col(rho, j) (j < 8), pool(...) the bits j of
+// those in the row's pool. A row's items of the tile are with the lanes of one warp that differ
+// from each other in the lane bits SHARE_MASK only (and with no other thread).
+struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >> 4, t & 15), rows gr_tile_row(ty, rho)
+    using Factors = TileFactors;
+    static constexpr int SHARE_MASK = 15;  // a half-warp
+    int ty, tx;
+    __device__ __forceinline__ explicit FmaTile(int t) : ty(t >> 4), tx(t & 15) {}
+    __device__ __forceinline__ int row(int rho) const { return gr_tile_row(ty, rho); }
+    __device__ __forceinline__ int col(int, int j) const { return gr_tile_col(tx, j); }
+    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int, int64_t j0, int64_t span_end) const {
+        return gr_tile_pool(bits, tx, j0, span_end);
     }
-    __syncthreads();
-    if (t == 0) {  // rows 2p and 2p + 1 share words: as many as the larger needs
-        int64_t w = 0;
-        for (int r = 0; r < FUSED_USERS; r += 2) {
-            sh_word[r] = sh_word[r + 1] = (int32_t)min(w, (int64_t)FUSED_WORDS);  // (used only where all fit)
-            w += max(sh_first[r + 1] - sh_first[r], sh_first[r + 2] - sh_first[r + 1]);
-        }
-        sh_words = w;
-    }
-    {  // row t >> 1's cells, half of them each: read once the tiles are scored (gr_score_tile's barriers)
-        const int r = t >> 1;
-        const int64_t first = sh_first[r];
-        const int m = (int)(sh_first[r + 1] - first);
-        const GlobalBands<float> bands = bands_of(r, first, m);
-        for (int k = (t & 1) * (GR_CELLS / 2); k < (t & 1 ? GR_CELLS : GR_CELLS / 2); ++k)
-            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k);
-    }
-    __syncthreads();
-    const bool in_shared = sh_words <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt
-    if (in_shared)
-        for (int i = t; i < (int)sh_words; i += FUSED_THREADS) sh_cnt[i] = 0;  // (gr_score_tile's barriers publish)
-
-    const auto settle_entry = [&](int32_t entry) {
-        settle(entry, b0, span_begin, U, B, n_factors, bias, users, tests_begin, test_scores, test_keys, seed, noise,
-               in_shared ? sh_cnt : nullptr, sh_word, cnt);
-    };
-    int32_t* queue = warp_queue[t >> 5];
-    int queued = 0;  // the same in every lane of the warp
-    int bad = 0;  // bit i: a pool score of row(i) is not finite
-
-    // thread t loads the factors of row t >> 1 and of the tile's item t >> 1 (gr_score_tile)
-    const int lr = t >> 1;
-    const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
-    for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
+    // scores[rho][j]: the filter score of row(rho) and item col(rho, j) of the tile at j0, plus
+    // the item's bias (tile_bias, null for none) in float
+    __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
+                                          int64_t n_factors, const float* tile_bias, float (&scores)[8][8]) const {
+        const int64_t item = j0 + (threadIdx.x >> 1);  // gr_score_tile: thread t loads item t >> 1
         float acc[8][8];
-        gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
-
-        // this thread's 64 scores, biases added (in float, as rank_tile does), in local memory for
-        // the loops below to index: acc's registers are free while the scores are counted
-        float scores[8][8];
+        gr_score_tile(sm, a_row, item < span_end ? B + item * n_factors : nullptr, n_factors, acc);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            const float bj = bias ? sh_bias[col(j)] : 0.0f;
+            const float bj = tile_bias ? tile_bias[col(0, j)] : 0.0f;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) scores[i][j] = bias ? acc[i][j] + bj : acc[i][j];
+            for (int i = 0; i < 8; ++i) scores[i][j] = tile_bias ? acc[i][j] + bj : acc[i][j];
         }
-#pragma unroll 1
-        for (int i = 0; i < 8; ++i) {  // every lane the same rounds: the warp's votes and shuffles below
-            const int r = row(i);
-            const int64_t first = sh_first[r];
-            const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
-            const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;  // bit j: col(j)
-            const GlobalBands<float> bands = bands_of(r, first, m);
-            const float worst = sh_worst[r];
-            const Cells<float> cells = {sh_cells[r], sh_scale[r]};
-            const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
-            float mn = (float)GR_INF, mx = -(float)GR_INF;
-            uint32_t defer = 0;  // bit j: col(j) waits for its defined score
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                if ((pool >> j) & 1u) {
-                    const float s = scores[i][j];
-                    mn = fmin(mn, s);
-                    mx = fmax(mx, s);
-                    bad |= (int)!isfinite(s) << i;
-                    const bool d = in_shared  // the same in the whole block: shared-memory atomics
-                                       ? gr_count(cells, bands, m, top, worst, s, counts)
-                                       : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
-                    defer |= (uint32_t)d << j;
-                }
-            }
-            if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue
-#pragma unroll 1
-                for (int j = 0; j < 8; ++j)  // every lane the same rounds: the warp's votes
-                    gr_defer(queue, queued, (defer >> j) & 1u,
-                             (r << FUSED_ITEM_BITS) | (int32_t)(j0 + col(j) - span_begin), settle_entry);
-            }
-            for (int off = 8; off > 0; off >>= 1) {  // row(i)'s 16 threads are one half of a warp
-                mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
-                mx = fmax(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
-            }
-            if (tx == 0) {  // row r is this half-warp's alone
-                sh_min[r] = fmin(sh_min[r], mn);
-                sh_max[r] = fmax(sh_max[r], mx);
-            }
-        }
-        __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
-    gr_drain(queue, queued, settle_entry);
+};
 
-    // pool statistics: row(i)'s non-finite flag from its half-warp; its minimum and maximum
+struct TensorTile {  // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w; round rho: row 16 w + 8 (rho >> 2)
+    using Factors = TileFactorsTF32;  //   + 2 q + (rho >> 1 & 1), items 64 (rho & 1) + 16 (j >> 1) + 8 (j & 1) + g
+    static constexpr int SHARE_MASK = 28;  // the lanes of one q
+    int r0, g;
+    __device__ __forceinline__ explicit TensorTile(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
+    __device__ __forceinline__ int row(int rho) const { return r0 + 8 * (rho >> 2) + ((rho >> 1) & 1); }
+    __device__ __forceinline__ int col(int rho, int j) const { return 64 * (rho & 1) + 16 * (j >> 1) + 8 * (j & 1) + g; }
+    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
+        uint32_t in_span = 0xFFu;
+        if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
+            in_span = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        int flag = (bad >> i) & 1;
-        for (int off = 8; off > 0; off >>= 1) flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
-        const int64_t b = b0 + row(i);
-        if (tx == 0 && row(i) < n_rows) {
-            atomicMin((unsigned long long*)&pool_min[b], (unsigned long long)gr_order_key(gr_widen(sh_min[row(i)])));
-            atomicMax((unsigned long long*)&pool_max[b], (unsigned long long)gr_order_key(gr_widen(sh_max[row(i)])));
-            if (flag) atomicOr(&nonfinite[b], 1);
+            for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(rho, j) < span_end - j0) << j;
         }
+        // items 64 (rho & 1) + 32 h + 8 k + g (h, k < 2... 4): bit 8 k of word 2 (rho & 1) + h, shifted by g
+        const auto four = [](uint32_t w) { return (w & 1u) | ((w >> 7) & 2u) | ((w >> 14) & 4u) | ((w >> 21) & 8u); };
+        const uint32_t trained = four(bits[2 * (rho & 1)] >> g) | four(bits[2 * (rho & 1) + 1] >> g) << 4;
+        return in_span & ~trained;
     }
-    if (in_shared) {  // a warp a row, a lane a test item
-        __syncthreads();
-        for (int r = t >> 5; r < FUSED_USERS; r += FUSED_THREADS / 32) {
-            const int64_t first = sh_first[r], m = sh_first[r + 1] - first;
-            for (int64_t i = t & 31; i < m; i += 32)
-                if (const uint32_t n = gr_half_count(row_counts(sh_cnt, sh_word, r), i))
-                    atomicAdd(&cnt[tb0 + first + i], (int32_t)n);
-        }
+    __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
+                                          int64_t n_factors, const float* tile_bias, float (&scores)[8][8]) const {
+        const int li = threadIdx.x >> 2;  // gr_score_tile_tf32: thread t loads items 16 m + g', + 8 (li = 8 m + g')
+        const int64_t item = j0 + 16 * (li >> 3) + (li & 7);
+        float acc[8][2][4];
+        gr_score_tile_tf32(sm, a_row, item < span_end ? B + item * n_factors : nullptr,
+                           item + 8 < span_end ? B + (item + 8) * n_factors : nullptr, n_factors, acc);
+#pragma unroll
+        for (int rho = 0; rho < 8; ++rho)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {  // acc[m][n][2 f + e]: item 16 m + g + 8 f, row r0 + 8 n + e
+                const int i = rho >> 1;
+                const float s = acc[4 * (rho & 1) + (j >> 1)][i >> 1][2 * (j & 1) + (i & 1)];
+                scores[rho][j] = tile_bias ? s + tile_bias[col(rho, j)] : s;
+            }
     }
-}
+};
+
+// float32 factor models: filter scores by float32 FMA chains, within the float32 bound
+#define GR_FUSED_KERNEL fused_rank_f32
+#define GR_FUSED_TILE FmaTile
+#include "fused_rank_body.cuh"
+#undef GR_FUSED_KERNEL
+#undef GR_FUSED_TILE
+
+// TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
+#define GR_FUSED_KERNEL fused_rank_tf32
+#define GR_FUSED_TILE TensorTile
+#include "fused_rank_body.cuh"
+#undef GR_FUSED_KERNEL
+#undef GR_FUSED_TILE

@@ -131,3 +131,166 @@ __device__ __forceinline__ uint32_t gr_tile_pool(const uint32_t* bits, int tx, i
     const uint32_t trained = ((bits[word] >> bit) & 0xFu) | (((bits[FUSED_ITEMS / 64 + word] >> bit) & 0xFu) << 4);
     return in_span & ~trained;
 }
+
+// ---- TF32 mode: the tile on tensor cores (fused_rank_tf32) ----
+//
+// Each float32 factor x is split as split_tf32 does (_scores.py): hi = x with its 13 lowest
+// mantissa bits cleared, lo = x - hi (exact) rounded to nearest TF32 (half away from zero),
+// integer operations and one exact subtraction, once per block as the step's factors go to
+// shared memory. A tile's scores are, per step of 8 factors, acc + (lo hi + hi lo) + hi hi:
+// the step's correction (two tensor-core products from zero) is added to the accumulator in
+// float32, then the main product accumulates onto it, so that the correction's 16 products
+// are rounded against their own small size and the accumulator takes 9 operations a step
+// (score_tolerance's "fused" bound).
+
+#define GR_TF32_MASK 0xFFFFE000u
+__device__ __forceinline__ uint32_t gr_tf32_hi(float x) { return (uint32_t)__float_as_int(x) & GR_TF32_MASK; }
+__device__ __forceinline__ uint32_t gr_tf32_lo(float x, uint32_t hi) {
+    return ((uint32_t)__float_as_int(x - __int_as_float((int)hi)) + 0x1000u) & GR_TF32_MASK;
+}
+
+// The tile is computed transposed, D = B A^T (items x rows), so that the fragment that changes
+// from one product to the next is the items' quad, read from shared memory straight into its
+// registers, and the rows' pairs stay in registers for the whole step.
+struct alignas(16) Tf32Quad {  // an A fragment: items r, r + 8 of factor p, then of factor p + 4
+    uint32_t v[4];
+};
+struct alignas(8) Tf32Pair {  // a B fragment: a row's factors p, p + 4
+    uint32_t v[2];
+};
+
+// Row c's pair p at column gr_swizzle(p, c) = c ^ 4 (p & 3): the fragments' 8-byte reads (lanes
+// 4 g + q: pair q of row 8 n + g) meet no bank conflict in either half of the warp.
+__device__ __forceinline__ int gr_swizzle(int p, int c) { return c ^ ((p & 3) << 2); }
+
+struct TileFactorsTF32 {  // a step's parts, [0]: hi, [1]: lo
+    Tf32Quad b[2][FUSED_ITEMS / 2][4];  // [part][8 m + g][p]: items 16 m + g, 16 m + g + 8
+    Tf32Pair a[2][4][FUSED_USERS];  // [part][p][gr_swizzle(p, row)]
+};
+static_assert(sizeof(TileFactorsTF32) == sizeof(TileFactors), "the same shared memory as the float32 tile");
+
+#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+// The emulation's tensor core (and a device's before sm_80): c + sum_k a_k b_k as an adversarial
+// model of one (Fasi et al., 2021; tests/gpu_model.py tensor_core_gemm, block 8): the products
+// exact, the nine terms cut toward zero to the float32 unit of the largest, summed exactly, the
+// sum cut toward zero to float32. Within score_tolerance's bound; a device rounds otherwise.
+__device__ __forceinline__ float gr_tensor_sum(float c, const double (&a)[8], const double (&b)[8]) {
+    double t[9], largest = fabs((double)c), sum = c;
+    t[0] = c;
+    for (int k = 0; k < 8; ++k) {
+        t[k + 1] = a[k] * b[k];  // exact: two TF32 numbers
+        largest = fmax(largest, fabs(t[k + 1]));
+        sum += t[k + 1];
+    }
+    if (!isfinite(sum) || largest == 0.0) return (float)sum;  // NaN and infinities as IEEE sums make them
+    int e;
+    frexp(largest, &e);
+    const double quantum = ldexp(1.0, e - 24);  // the float32 unit of the largest term
+    sum = 0.0;
+    for (int k = 0; k < 9; ++k) sum += trunc(t[k] / quantum) * quantum;  // exact: under 2^28 units
+    float r = (float)sum;
+    if (isfinite(r) && fabs((double)r) > fabs(sum)) r = nextafterf(r, 0.0f);
+    return r;
+}
+#endif
+
+// d += a b: one mma.sync.m16n8k8 of TF32 numbers into float32, the PTX fragments (lane 4 g + q):
+// a = A[g][q], A[g + 8][q], A[g][q + 4], A[g + 8][q + 4]; b = B[q][g], B[q + 4][g];
+// d = D[g][2 q], D[g][2 q + 1], D[g + 8][2 q], D[g + 8][2 q + 1]. Every lane of the warp calls it.
+__device__ __forceinline__ void gr_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else  // the fragments gathered through shuffles, two registers at a time
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    double rows[2][8], cols[2][8];  // A's rows g and g + 8; B's columns 2 q and 2 q + 1
+    const auto pair = [](uint32_t lo, uint32_t hi) { return (unsigned long long)hi << 32 | lo; };
+    const auto half = [](unsigned long long v, int h) { return (double)__int_as_float((int)(uint32_t)(v >> (32 * h))); };
+    const unsigned long long a01 = pair(a[0], a[1]), a23 = pair(a[2], a[3]), b01 = pair(b[0], b[1]);
+    for (int k = 0; k < 4; ++k) {
+        const unsigned long long x = __shfl_sync(0xFFFFFFFFu, a01, 4 * g + k), y = __shfl_sync(0xFFFFFFFFu, a23, 4 * g + k);
+        const unsigned long long u = __shfl_sync(0xFFFFFFFFu, b01, 8 * q + k), v = __shfl_sync(0xFFFFFFFFu, b01, 8 * q + 4 + k);
+        rows[0][k] = half(x, 0), rows[1][k] = half(x, 1), rows[0][k + 4] = half(y, 0), rows[1][k + 4] = half(y, 1);
+        cols[0][k] = half(u, 0), cols[0][k + 4] = half(u, 1), cols[1][k] = half(v, 0), cols[1][k + 4] = half(v, 1);
+    }
+    for (int i = 0; i < 4; ++i) d[i] = gr_tensor_sum(d[i], rows[i >> 1], cols[i & 1]);
+#endif
+}
+
+// Thread t's scores in TF32 mode: warp w = t >> 5 holds rows 16 w .. 16 w + 15 of the tile, each
+// with all its items; lane 4 g + q holds rows 16 w + 8 n + 2 q + e (n, e < 2) x items
+// 16 m + g + 8 f (m < 8, f < 2) in acc[m][n][2 f + e]. Thread t loads factors p, p + 4 of
+// row t >> 1 (p = 2 (t & 1), 2 (t & 1) + 1) and of items 16 m + g, 16 m + g + 8 (8 m + g =
+// t >> 2, p = t & 3), splits them and stores their parts; one buffer: a step is multiplied,
+// a barrier, the next step stored, a barrier.
+__device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const float* a_row, const float* b_item,
+                                                   const float* b_item8, int64_t n_factors, float (&acc)[8][2][4]) {
+    const int t = threadIdx.x, lane = t & 31, g = lane >> 2, q = lane & 3;
+    const int lr = t >> 1, lp = (t & 1) * 2;  // the row and pairs this thread stores
+    const int li = t >> 2, lq = t & 3;  // the item pair (16 m + g, + 8: li = 8 m + g) and the pair it stores
+    float ra[4], rb[4];  // row lr's factors lp, lp + 1, lp + 4, lp + 5; items' lq, lq + 4 (item, item + 8)
+    const auto load = [&](int64_t k0) {  // zeros past the factors: a last step of fewer factors adds nothing
+        for (int s = 0; s < 4; ++s) {
+            const int64_t k = k0 + lp + (s & 1) + 4 * (s >> 1), kb = k0 + lq + 4 * (s >> 1);
+            ra[s] = a_row && k < n_factors ? a_row[k] : 0.0f;
+            const float* item = s & 1 ? b_item8 : b_item;
+            rb[s] = item && kb < n_factors ? item[kb] : 0.0f;
+        }
+    };
+    const auto store = [&]() {
+        for (int s = 0; s < 2; ++s) {
+            const int p = lp + s, c = gr_swizzle(p, lr);
+            const uint32_t h = gr_tf32_hi(ra[s]), h4 = gr_tf32_hi(ra[s + 2]);
+            sm.a[0][p][c] = Tf32Pair{{h, h4}};
+            sm.a[1][p][c] = Tf32Pair{{gr_tf32_lo(ra[s], h), gr_tf32_lo(ra[s + 2], h4)}};
+        }
+        uint32_t h[4], l[4];
+        for (int s = 0; s < 4; ++s) {
+            h[s] = gr_tf32_hi(rb[s]);
+            l[s] = gr_tf32_lo(rb[s], h[s]);
+        }
+        sm.b[0][li][lq] = Tf32Quad{{h[0], h[1], h[2], h[3]}};
+        sm.b[1][li][lq] = Tf32Quad{{l[0], l[1], l[2], l[3]}};
+    };
+#pragma unroll
+    for (int m = 0; m < 8; ++m)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
+    load(0);
+    store();
+    __syncthreads();
+    const int r0 = 16 * (t >> 5) + g;  // the rows of the lane's B fragments: r0, r0 + 8
+    for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
+        const bool more = k0 + FUSED_STEP < n_factors;
+        if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
+        uint32_t a_hi[2][2], a_lo[2][2];  // the B fragments: rows r0 + 8 n, factors q, q + 4
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            const int c = gr_swizzle(q, r0 + 8 * n);
+            const Tf32Pair hi = sm.a[0][q][c], lo = sm.a[1][q][c];
+            a_hi[n][0] = hi.v[0], a_hi[n][1] = hi.v[1], a_lo[n][0] = lo.v[0], a_lo[n][1] = lo.v[1];
+        }
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            const Tf32Quad hi = sm.b[0][8 * m + g][q], lo = sm.b[1][8 * m + g][q];  // the A fragments
+#pragma unroll
+            for (int n = 0; n < 2; ++n) {
+                float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gr_mma_tf32(correction, lo.v, a_hi[n]);
+                gr_mma_tf32(correction, hi.v, a_lo[n]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[m][n][i] = __fadd_rn(acc[m][n][i], correction[i]);
+                gr_mma_tf32(acc[m][n], hi.v, a_hi[n]);
+            }
+        }
+        __syncthreads();  // the step is read: the next may overwrite it
+        if (more) {
+            store();
+            __syncthreads();
+        }
+    }
+}

@@ -326,7 +326,7 @@ class _Module:
                  "fused_topk_f32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
-                 "fused_rank_f32": fused_rank}
+                 "fused_rank_f32": fused_rank, "fused_rank_tf32": fused_rank}
 
     def __init__(self, code, options=()):
         self.code = code

@@ -86,7 +86,10 @@ class FactorScores:
     tensor cores: two GEMMs of inner sizes 2F and F, the second adding to the first, as
     accurate as a float32 GEMM to within a few units (score_tolerance): three times the
     multiply-adds at up to 7 times the throughput on an H100 (not yet measured). The parts of
-    the batch's users are made once per batch, those of the items once per tile."""
+    the batch's users are made once per batch, those of the items once per tile. Where FUSED
+    scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
+    fused_rank_tf32, the same parts multiplied on tensor cores inside the kernel, within the
+    "fused" bound of score_tolerance; top_k keeps its FP32 fused kernel."""
 
     def __init__(self, A, B, biases, tf32=False):
         cp = _backend.cupy()
@@ -96,9 +99,11 @@ class FactorScores:
         self.dtype = np.dtype(np.float64 if B is None else B.dtype)
         self.suffix = "f32" if self.dtype == np.float32 else "f64"
         self.given = B is None  # a non-personalised model: the biases are the scores
-        # TF32 mode splits the cuBLAS tiles; where the fused kernels score the model (in FP32, no
-        # tile at all), TF32 mode takes them too: the same numbers, never slower than FP32 mode
+        # TF32 mode splits the cuBLAS tiles; where the fused kernels score the model (no tile at
+        # all), rank_users multiplies on tensor cores in its fused kernel (fused_rank_tf32), and
+        # top_k takes its FP32 fused kernel: the same numbers either way
         self.tf32 = bool(tf32) and self.dtype == np.float32 and not self.fused()
+        self.tensor = bool(tf32) and self.dtype == np.float32 and self.fused()
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
@@ -118,12 +123,13 @@ class FactorScores:
         """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS)."""
         return 8 * self.n_factors * min(n_items, TILE_ITEMS) if self.tf32 else 0
 
-    def tolerance(self, users, user_rows):
-        """Per user, the bound on |cuBLAS score - defined score| (user_rows: self.user_rows(users))."""
+    def tolerance(self, users, user_rows, tensor=False):
+        """Per user, the bound on |filter score - defined score| (user_rows: self.user_rows(users)):
+        cuBLAS's tiles or the fused FP32 kernels, or with `tensor` fused_rank_tf32's."""
         if self.given:
             return _backend.cupy().zeros(users.shape[0])
-        return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype, self.tf32,
-                               self.item_norm_max)
+        return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype,
+                               "fused" if tensor else self.tf32, self.item_norm_max)
 
     def tile(self, user_rows, begin, n, buffer):
         """(scores, leading dimension, given) for items begin .. begin + n of the batch."""
@@ -215,7 +221,7 @@ def _pair_scores(scorer, users, items, seed, noise, compute_scores):
 class GivenScores:
     """Scores given by the caller (a matrix or a function of user ids): they are the defined
     scores, float64, read by the kernels in place of cuBLAS tiles (no error bound)."""
-    given, n_factors, tf32, biases, suffix = True, 0, False, None, "f64"
+    given, n_factors, tf32, tensor, biases, suffix = True, 0, False, False, None, "f64"
     dtype = np.dtype(np.float64)
 
     def __init__(self, score_rows):
@@ -233,7 +239,7 @@ class GivenScores:
     def fused(self):
         return False
 
-    def tolerance(self, users, user_rows):
+    def tolerance(self, users, user_rows, tensor=False):
         return _backend.cupy().zeros(users.shape[0])
 
     def user_rows(self, users):
@@ -357,10 +363,10 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
         pool_max = cp.zeros(nb, dtype=cp.uint64)
         nonfinite = cp.zeros(nb, dtype=cp.int32)
-        tol = scorer.tolerance(batch, user_rows)
+        tol = scorer.tolerance(batch, user_rows, tensor=scorer.tensor)
         if fused:  # one launch: the kernel scores and counts
             grid, span = fused_grid(nb, n_items)
-            kernel("fused_rank", "fused_rank_f32")(
+            kernel("fused_rank", "fused_rank_tf32" if scorer.tensor else "fused_rank_f32")(
                 grid, (FUSED_THREADS,),
                 (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                  np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,

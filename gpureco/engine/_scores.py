@@ -77,7 +77,7 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     squares that underflow): the smaller of the two is taken (the second is about 3 times
     smaller for 128 normal factors and a million items).
 
-    With `tf32` the fast score is split_tf32's (hi*lo + lo*hi) + hi*hi on tensor cores: two
+    With `tf32` (True) the fast score is split_tf32's (hi*lo + lo*hi) + hi*hi on tensor cores: two
     GEMMs, the second adding to the first (FactorScores.tile). The split leaves out less than
     2**-19 (1 + 2**-12) |a| |b| per term. Tensor cores multiply TF32 numbers exactly but add
     with truncation, aligning a block of products to the largest before adding them (Fasi et
@@ -88,6 +88,14 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     (however cuBLAS orders it: the correction's value is within the partial sums) and the
     bias's two roundings cost (1 + 2**-8) gamma_(F+4). Flushing a subnormal part, product or
     sum to zero costs at most 2**-126 times the other factor's magnitude, or 2**-126.
+
+    With `tf32="fused"` the fast score is fused_rank_tf32's (score_tile.cuh gr_score_tile_tf32):
+    the same parts, but per step of 8 factors (F rounded up to s steps, zeros past F) the
+    correction lo*hi + hi*lo on tensor cores from zero, added to the float32 accumulator (one
+    rounding to nearest), then hi*hi accumulated onto it by tensor cores. At two units per
+    operation again: the corrections' 16 products a step cost 2**-8 gamma_16 (their own partial
+    sums, at most 2**-9 (1 + 2**-11) of the main terms); the accumulator takes 9 operations a step
+    and the bias two, (1 + 2**-8) gamma_(9s+2). The flushes: as above, for the 25 s + 2 operations.
     """
     xp = array_module(user_rows)
     n_factors = user_rows.shape[1]
@@ -105,7 +113,12 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
         scale = scale + bias_abs_max
     finfo = np.finfo(dtype)
     absolute = (n_factors + 2) * float(finfo.tiny)
-    if tf32:
+    if tf32 == "fused":
+        steps = -(-n_factors // 8)
+        gamma = (1.0 + 2.0**-8) * _gamma(9 * steps + 2, 2.0**-22) + 2.0**-8 * _gamma(16, 2.0**-22) + 2.0**-18
+        with np.errstate(over="ignore"):
+            absolute = 2.0**-124 * (user_abs.sum(axis=1) + item_abs_max.sum() + 25 * steps + 4)
+    elif tf32:
         gamma = (1.0 + 2.0**-8) * _gamma(n_factors + 4, 2.0**-22) + 2.0**-8 * _gamma(2 * n_factors, 2.0**-22) + 2.0**-18
         with np.errstate(over="ignore"):
             absolute = 2.0**-124 * (user_abs.sum(axis=1) + item_abs_max.sum() + 3 * n_factors + 4)

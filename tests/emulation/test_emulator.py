@@ -479,11 +479,11 @@ class Problem:
         A, B, n_factors, bias = self.launch_args()
         return gpu_model._defined(users, items, A, B, n_factors, bias)
 
-    def tolerance(self, batch):
+    def tolerance(self, batch, tf32=False):
         if self.mode != "factors":
             return np.zeros(batch.shape[0])
         item_abs_max, bias_abs_max = magnitudes(self.B, self.bias if self.bias is not None else np.zeros(0))
-        return score_tolerance(self.A[batch], item_abs_max, bias_abs_max, self.dtype)
+        return score_tolerance(self.A[batch], item_abs_max, bias_abs_max, self.dtype, tf32)
 
     def tile(self, batch, begin, n):
         """(scores, leading dimension, given) of items begin .. begin + n - 1, as _gpu.py's scorers."""
@@ -542,16 +542,17 @@ class Problem:
                 np.int32(self.noise))))
         return launches, outputs
 
-    def fused_launches(self, batch, span):
-        """The fused_rank launch of one batch (float32 factors), as _gpu.rank_users makes it."""
+    def fused_launches(self, batch, span, tf32=False):
+        """The fused_rank launch of one batch (float32 factors), as _gpu.rank_users makes it
+        (fused_rank_tf32's bound with `tf32`)."""
         (tests_begin, scores, keys), outputs = self.tests(batch)
         nb = batch.shape[0]
         _, B, n_factors, bias = self.launch_args()
         grid = (-(-nb // _gpu.FUSED_USERS), -(-self.n_items // span))
         return [(grid, (256,), (np.ascontiguousarray(self.A[batch]), B, n_factors, bias, np.int64(self.n_items),
                                 np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices, tests_begin,
-                                scores, keys, *outputs, self.tolerance(batch), np.uint64(self.seed),
-                                np.int32(self.noise)))], outputs
+                                scores, keys, *outputs, self.tolerance(batch, "fused" if tf32 else False),
+                                np.uint64(self.seed), np.int32(self.noise)))], outputs
 
     def fused_topk_launches(self, batch, span, threshold, overflow=None):
         """The fused_topk launch of one batch (float32 factors), as _gpu.top_k makes it."""
@@ -885,22 +886,25 @@ FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
 }
 
 
+@pytest.mark.parametrize("tf32", [False, True])
 @pytest.mark.parametrize("case", FUSED_CASES)
-def test_fused_rank_equals_the_model(real, case):
-    """kernels/fused_rank.cu: the model's counts (rank_tile over the batch's rows) under three
-    schedules and block orders; the pool statistics too, exactly where the scores are exact
-    (integer factors), else whether each pool is finite. Row blocks (150 users: 128 + 22),
-    spans, a last tile of 40 items, F not a multiple of the factor step, users with more test
-    items than a block holds in shared memory, or all of them in global memory."""
+def test_fused_rank_equals_the_model(real, case, tf32):
+    """kernels/fused_rank.cu, fused_rank_f32 and (TF32 mode) fused_rank_tf32: the model's counts
+    (rank_tile over the batch's rows) under three schedules and block orders; the pool
+    statistics too, exactly where the scores are exact (integer factors: TF32 numbers, exact
+    products and sums on the emulated tensor cores too), else whether each pool is finite. Row
+    blocks (150 users: 128 + 22), spans, a last tile of 40 items, F not a multiple of the factor
+    step, users with more test items than a block holds in shared memory, or all of them in
+    global memory."""
     kw, batch, span, shared_tests = FUSED_CASES[case]
     p = Problem(dtype=np.float32, **kw)
-    launches, outputs = p.fused_launches(batch.astype(np.int64), span)
+    launches, outputs = p.fused_launches(batch.astype(np.int64), span, tf32)
     per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
     assert (per_block <= shared_tests).all() == (case in ("two-row-blocks", "noise-normal"))  # shared or global
     want = run(gpu_model.fused_rank, launches, outputs)
     assert want[0].sum() > 0
     kernel = (real["fused_rank"] if shared_tests == _gpu.FUSED_SHARED_TESTS
-              else module("fused_rank", shared_tests=shared_tests)).get_function("fused_rank_f32")
+              else module("fused_rank", shared_tests=shared_tests)).get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}")
     exact = kw.get("integer", False)
     for schedule, block_order, seed in SCHEDULES:
         got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
@@ -1173,7 +1177,7 @@ FUSED_MUTANTS = {  # (file, old, new)
     "missing barrier after a factor step": ("score_tile.cuh",
                                             "        if (more) store(buf ^ 1);\n        __syncthreads();",
                                             "        if (more) store(buf ^ 1);"),
-    "missing barrier after a tile": ("fused_rank.cu", "        __syncthreads();  // the next tile's",
+    "missing barrier after a tile": ("fused_rank_body.cuh", "        __syncthreads();  // the next tile's",
                                      "        // the next tile's"),
     "training items not masked": ("score_tile.cuh", "in_span & ~trained", "in_span"),
     "the second half's training items from the first's": ("score_tile.cuh", "[FUSED_ITEMS / 64 + word]", "[word]"),
@@ -1181,19 +1185,20 @@ FUSED_MUTANTS = {  # (file, old, new)
                                  "k < n_factors - k0 - 1; ++k) multiply(k)"),
     "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(gr_tile_col(tx, j) < n_in)",
                                    "(uint32_t)(gr_tile_col(tx, j) + 1 < n_in)"),
-    "half a warp's pool statistics": ("fused_rank.cu", "for (int off = 8; off > 0;", "for (int off = 4; off > 0;"),
+    "half a row's pool statistics": ("fused_rank_body.cuh", "if (!(Tile::SHARE_MASK & off)) continue;",
+                                     "if (!(Tile::SHARE_MASK & off & 3)) continue;"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
-    "shared counts never flushed": ("fused_rank.cu", "if (const uint32_t n = gr_half_count(", "if (const uint32_t n = 0 * gr_half_count("),
+    "shared counts never flushed": ("fused_rank_body.cuh", "if (const uint32_t n = gr_half_count(", "if (const uint32_t n = 0 * gr_half_count("),
     "two rows' counts in the same half": ("fused_rank.cu", "return HalfCounts{words + word_of[r], r & 1 ? 1u << 16 : 1u};",
                                           "return HalfCounts{words + word_of[r], 1u};"),
-    "a pair of rows given the smaller's words": ("fused_rank.cu", "w += max(sh_first[r + 1] - sh_first[r],", "w += min(sh_first[r + 1] - sh_first[r],"),
+    "a pair of rows given the smaller's words": ("fused_rank_body.cuh", "w += max(sh_first[r + 1] - sh_first[r],", "w += min(sh_first[r + 1] - sh_first[r],"),
     "a high half read as the low": ("bands.cuh", "return (counts.words[c] / counts.one) & 0xFFFFu;",
                                     "return counts.words[c] & 0xFFFFu;"),
-    "a row's minimum from its last tile alone": ("fused_rank.cu", "sh_min[r] = fmin(sh_min[r], mn);",
+    "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "sh_min[r] = fmin(sh_min[r], mn);",
                                                  "sh_min[r] = mn;"),
-    "a row's deferred items queued only where every lane defers": ("fused_rank.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
+    "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
-    "a row's cells from the next row's bands": ("fused_rank.cu", "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k)",
+    "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k)",
                                                 "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r ^ 1], k)"),
 }
 
@@ -1280,6 +1285,55 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     mutated_kernels(tmp_path, file, old, new)
     mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
+
+
+TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh's TF32 tile, TensorTile)
+    "a correction product left out": ("score_tile.cuh", "                gr_mma_tf32(correction, hi.v, a_lo[n]);\n", ""),
+    "the correction never added": ("score_tile.cuh", "acc[m][n][i] = __fadd_rn(acc[m][n][i], correction[i]);",
+                                   "acc[m][n][i] = acc[m][n][i];"),
+    "a row's factors q + 4 as q": ("score_tile.cuh", "a_hi[n][1] = hi.v[1]", "a_hi[n][1] = hi.v[0]"),
+    "the rows' reads unswizzled": ("score_tile.cuh", "const int c = gr_swizzle(q, r0 + 8 * n);",
+                                   "const int c = r0 + 8 * n;"),
+    "the items' quads from the wrong part": ("score_tile.cuh", "lo = sm.b[1][8 * m + g][q];", "lo = sm.b[0][8 * m + g][q];"),
+    "a lane's items eight apart the other way": ("fused_rank.cu", "16 * (j >> 1) + 8 * (j & 1) + g; }",
+                                                 "16 * (j >> 1) + 8 * (1 - (j & 1)) + g; }"),
+    "the training bits of the upper items": ("fused_rank.cu", "((w >> 7) & 2u)", "((w >> 8) & 2u)"),
+    "a row's statistics mixed with the next row's": ("fused_rank.cu", "static constexpr int SHARE_MASK = 28;",
+                                                     "static constexpr int SHARE_MASK = 30;"),
+}
+
+
+def _counted(o):  # the counts and which pools are finite (the statistics are filter scores)
+    return o[0].tolist(), pool(*o[1:])[0].tolist()
+
+
+@pytest.fixture(scope="module")
+def tf32_runs():
+    """fused_rank_tf32's launches on normal factors (the parts' low halves not zero) and on
+    integer ones (two row blocks; the pool statistics exact), the model's outputs, a comparison."""
+    problems = [Problem(seed=50, dtype=np.float32, n_users=40, n_items=900, n_factors=13, test_density=0.03),
+                Problem(seed=51, dtype=np.float32, n_users=130, n_items=400, n_factors=11, integer=True,
+                        test_density=0.02)]
+    runs = []
+    for p, compare in zip(problems, (_counted, rank_outputs)):
+        launches, outputs = p.fused_launches(np.arange(p.A.shape[0], dtype=np.int64), 256, tf32=True)
+        runs.append((launches, outputs, run(gpu_model.fused_rank, launches, outputs), compare))
+    return runs
+
+
+def test_fused_rank_tf32_passes_its_mutants_problems(real, tf32_runs):
+    assert not any(caught(real["fused_rank"].get_function("fused_rank_tf32"), *r) for r in tf32_runs)
+
+
+@pytest.mark.parametrize("mutant", TF32_MUTANTS)
+def test_fused_rank_tf32_mutants_are_caught(mutant, tmp_path, tf32_runs):
+    """Each seeded bug in fused_rank_tf32's tensor-core tile or its layout gives, under some
+    schedule, other counts or flags than the model's on one of tf32_runs' problems (which the
+    kernel itself passes: the test above)."""
+    file, old, new = TF32_MUTANTS[mutant]
+    mutated_kernels(tmp_path, file, old, new)
+    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    assert any(caught(mutated.get_function("fused_rank_tf32"), *r) for r in tf32_runs)
 
 
 FUSED_TOPK_MUTANTS = {  # (old, new, occurrence) in topk_tile.cu

@@ -182,17 +182,36 @@ def test_only_float32_factor_models_are_fused(monkeypatch):
     assert sum(name == "rank_tile_f32" for name, _, _ in cupy.launches) == 2  # FP32 and TF32
 
 
-def test_tf32_mode_takes_the_fused_kernel(monkeypatch):
-    """With FUSED, TF32 mode scores float32 factors in the fused FP32 kernel: the CPU's numbers,
-    no split cuBLAS tile (never slower than FP32 mode), in rank_users and top_k."""
+def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
+    """With FUSED, TF32 mode scores float32 factors in fused kernels, no split cuBLAS tile: rank_users
+    in fused_rank_tf32 (tensor cores), top_k in the FP32 fused_topk_f32; the CPU's numbers."""
     X_train, X_test, A, B, bias = problem(9, n_factors=5)
     with emulated_device(monkeypatch) as cupy:
         split = []
         monkeypatch.setattr(cupy, "gemm_tf32", lambda *args, **kw: split.append(1))
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias, tf32=True))
         _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias, tf32=True)
-    assert not split and {name for name, _, _ in cupy.launches} >= {"fused_rank_f32", "fused_topk_f32"}
+    names = {name for name, _, _ in cupy.launches}
+    assert not split and names >= {"fused_rank_tf32", "fused_topk_f32"} and "fused_rank_f32" not in names
     assert not any(name.startswith("rank_tile") for name, _, _ in cupy.launches)
+
+
+@pytest.mark.parametrize("case", ["normal-biases", "ties-noise", "f17-ties"])
+def test_tf32_fused_equals_the_cpu(monkeypatch, case):
+    """fused_rank_tf32 (TF32 mode with FUSED: the tile on the emulated tensor cores, an
+    adversarial model of their rounding, within score_tolerance's "fused" bound) gives the CPU's
+    numbers bit for bit; 150 users for two row blocks in one case."""
+    setup = dict(CASES[case]["problem"], **({"n_users": 150} if case == "ties-noise" else {}))
+    X_train, X_test, A, B, bias = problem(**setup)
+    kw = dict(CASES[case]["kw"])
+    if kw.pop("biases", False):
+        kw["item_biases"] = bias
+    with emulated_device(monkeypatch, **SCHEDULES[list(CASES).index(case) % 3]) as cupy:
+        no_cublas(cupy, monkeypatch)
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10, tf32=True, **kw)
+    assert_identical(cpu, gpu)
+    assert [grid for name, grid, _ in cupy.launches if name == "fused_rank_tf32"] == \
+        [(2, 2) if case == "ties-noise" else (1, 4)]
 
 
 def test_spans():

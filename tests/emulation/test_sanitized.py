@@ -67,6 +67,9 @@ for kw in (dict(n_users=130, n_items=1000, test_density=0.01), dict(n_users=9, b
     launches, outputs = p.fused_launches(np.arange(p.A.shape[0], dtype=np.int64), span=640)
     got = run(sanitized["fused_rank"].get_function("fused_rank_f32"), launches, outputs, schedule="shuffle")
     assert_same(got, run(gpu_model.fused_rank, launches, outputs), "fused_rank")
+    launches, outputs = p.fused_launches(np.arange(p.A.shape[0], dtype=np.int64), span=640, tf32=True)
+    got = run(sanitized["fused_rank"].get_function("fused_rank_tf32"), launches, outputs, schedule="shuffle")
+    assert_same(got, run(gpu_model.fused_rank, launches, outputs), "fused_rank_tf32")
 if "topk_tile" in FILES:
     p = Problem(seed=33, dtype=np.float32, n_users=130, n_items=1000, n_factors=11, integer=True)
     batch = np.arange(130, dtype=np.int64)

@@ -46,7 +46,7 @@ def test_identical_to_cpu_on_random_data(dtype, fused, case, monkeypatch):
         assert_identical(cpu, gpu)
 
 
-@pytest.mark.parametrize("tf32, fused", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("tf32, fused", [(False, False), (True, False), (False, True), (True, True)])
 def test_float32_near_ties_are_settled_like_the_cpu(rng, tf32, fused, monkeypatch):
     monkeypatch.setattr(_gpu, "FUSED", fused)
     A, B = near_tie_problem(rng, 50, 3000, 64, np.float32)

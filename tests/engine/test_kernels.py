@@ -38,7 +38,7 @@ BOTH = ("_f32", "_f64")
 ENTRIES = {"rank_tile": [f"rank_tile{s}" for s in BOTH], "topk_tile": [f"topk_tile{s}" for s in BOTH],
            "exact_scores": [f"{name}{s}" for name in ("pair_scores", "finish_batch") for s in BOTH],
            "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq") for s in BOTH],
-           "fused_rank": ["fused_rank_f32"]}
+           "fused_rank": ["fused_rank_f32", "fused_rank_tf32"]}
 
 
 @pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")

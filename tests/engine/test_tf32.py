@@ -111,6 +111,59 @@ def test_the_tf32_bound_is_a_few_times_fp32s():
     assert 3.0 < tf32[0] / fp32[0] < 5.0
 
 
+def fused_pipeline(A, B, bias, rng, block=8, correction=True):
+    """fused_rank_tf32's filter (score_tile.cuh gr_score_tile_tf32) on the tensor-core model:
+    per step of 8 factors (zeros past F), the correction lo*hi + hi*lo from zero (two tensor-core
+    products), added to the accumulator in float32, then hi*hi accumulated onto it; the bias
+    added in float32."""
+    f = A.shape[1]
+    pad = -f % 8
+    a_hi, a_lo = (np.pad(x, ((0, 0), (0, pad))) for x in split(A))
+    b_hi, b_lo = (np.pad(x, ((0, 0), (0, pad))) for x in split(B))
+    acc = np.zeros((A.shape[0], B.shape[0]), dtype=np.float32)
+    for k in range(0, f + pad, 8):
+        s = slice(k, k + 8)
+        if correction:
+            c = tensor_core_gemm(a_lo[:, s], b_hi[:, s], rng=rng, block=block)
+            c = tensor_core_gemm(a_hi[:, s], b_lo[:, s], c, rng=rng, block=block)
+            acc = acc + c  # float32, rounded to nearest
+        acc = tensor_core_gemm(a_hi[:, s], b_hi[:, s], acc, rng=rng, block=block)
+    return acc + bias.astype(np.float32)[None, :] if bias is not None else acc
+
+
+def fused_worst_ratio(A, B, bias, **kw):
+    """max over (user, item) of |fused filter - defined score| / the "fused" bound (before its doubling)."""
+    fast = fused_pipeline(A, B, bias, np.random.default_rng(6), **kw).astype(np.float64)
+    users, items = np.repeat(np.arange(A.shape[0]), B.shape[0]), np.tile(np.arange(B.shape[0]), A.shape[0])
+    defined = _defined(users, items, A, B, A.shape[1], bias).reshape(fast.shape)
+    item_abs_max, bias_abs_max = _scores.magnitudes(B, bias if bias is not None else np.zeros(0))
+    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, "fused", _scores.max_row_norm(B)) / 2
+    return (np.abs(fast - defined) / bound[:, None]).max()
+
+
+@pytest.mark.parametrize("block", [8, 4, 1])
+def test_the_fused_tf32_filter_is_within_its_bound_on_a_hostile_tensor_core_model(rng, block):
+    """fused_rank_tf32's filter within score_tolerance(tf32="fused"): F from 3 to 96 (steps with
+    zeros past F), extreme factors, biases; tensor cores adding a block of products at a time."""
+    for f in (3, 8, 32, 96):
+        users, items = factor_kinds(rng, 12, f), factor_kinds(rng, 150, f)
+        for kind in users:
+            for bias in (None, rng.standard_normal(150) * 10):
+                assert fused_worst_ratio(users[kind], items[kind], bias, block=block) <= 1.0, (f, kind)
+
+
+def test_the_fused_bound_needs_the_correction_and_is_the_splits(rng):
+    """Without the correction the worst factors break the fused bound (the test above can fail);
+    the bound is within 15% of the split GEMMs' at F = 128, about 5 times FP32's."""
+    users, items = factor_kinds(rng, 12, 32)["worst"], factor_kinds(rng, 150, 32)["worst"]
+    assert fused_worst_ratio(users, items, None) <= 1.0
+    assert fused_worst_ratio(users, items, None, correction=False) > 4.0
+    A = np.ones((1, 128), dtype=np.float32)
+    fp32, split_, fused = (_scores.score_tolerance(A, np.ones(128), 0.0, np.float32, tf32=t)[0]
+                           for t in (False, True, "fused"))
+    assert 1.0 < fused / split_ < 1.15 and 3.0 < fused / fp32 < 6.0
+
+
 def tf32_problem(rng, n_users=20, n_items=300, n_factors=16):
     """Near-ties (items that are other items' factors reversed) that only the defined score
     orders, users with NaN or zero factors, an empty and a cold-start user."""
