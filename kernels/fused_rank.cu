@@ -5,7 +5,7 @@
 //
 // One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
 // for each such tile it computes the filter scores U[rows] B[items]^T in registers
-// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them). The bias is added, and the
+// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them; TF32 mode: 4 x 16). The bias is added, and the
 // bands compared, in float as rank_tile does (flushed to zero under CuPy's -ftz=true: a
 // flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
 // sends an item to the defined score). A thread's 64 scores of the tile then go to local
@@ -17,6 +17,10 @@
 // in the two halves of the same words (row_counts), or in global memory where a block's rows
 // need more than FUSED_WORDS. At most 128 registers (two blocks per SM, no spill) and 48,656
 // bytes of static shared memory, 16 KB of it the 128 rows' cells.
+//
+// Two kernels share this counting (fused_rank_body.cuh, included once for each): fused_rank_f32
+// scores with float32 FMA chains (FmaTile), fused_rank_tf32, TF32 mode, on tensor cores
+// (TensorTile: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
