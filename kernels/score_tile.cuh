@@ -170,10 +170,11 @@ struct TileFactorsTF32 {  // a step's parts, [0]: hi, [1]: lo
 static_assert(sizeof(TileFactorsTF32) == sizeof(TileFactors), "the same shared memory as the float32 tile");
 
 #if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
-// The emulation's tensor core (and a device's before sm_80): c + sum_k a_k b_k as an adversarial
-// model of one (Fasi et al., 2021; tests/gpu_model.py tensor_core_gemm, block 8): the products
-// exact, the nine terms cut toward zero to the float32 unit of the largest, summed exactly, the
-// sum cut toward zero to float32. Within score_tolerance's bound; a device rounds otherwise.
+// The emulation's tensor core (compiled for devices before sm_80 too, where gpureco launches
+// fused_rank_f32 instead): c + sum_k a_k b_k as an adversarial model of one (Fasi et al.,
+// 2021; tests/gpu_model.py tensor_core_gemm, block 8): the products exact, the nine terms cut
+// toward zero to the float32 unit of the largest, summed exactly, the sum cut toward zero to
+// float32. Within score_tolerance's bound; a device rounds otherwise.
 __device__ __forceinline__ float gr_tensor_sum(float c, const double (&a)[8], const double (&b)[8]) {
     double t[9], largest = fabs((double)c), sum = c;
     t[0] = c;

@@ -345,6 +345,8 @@ def fake_cupy(fail_above=None):
     _adversarial_float_arithmetic(cupy, np.random.default_rng())
 
     class Device:
+        compute_capability = "90"  # an H100's: TF32 tensor cores (fused_rank_tf32)
+
         def __init__(self, index=0):
             self.id = index
 

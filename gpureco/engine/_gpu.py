@@ -32,7 +32,8 @@ FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared mem
 # fused_rank's grid: about FUSED_BLOCKS blocks (15 waves of an H100's 264); a block's items at most FUSED_MAX_SPAN
 # (+ FUSED_ITEMS from the rounding), below 2^16: a test item's count in a block fits its 16 bits
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
-# rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles) when set, and
+# rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles; TF32 mode on
+# tensor cores, fused_rank_tf32) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (after a sample of the items, scored by cuBLAS,
 # bounds each user's k-th largest). Off: proven identical under the emulation, its speed not yet
 # measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
@@ -75,6 +76,13 @@ def kernel(file, name):
     return _modules[key].get_function(name)
 
 
+def tensor_cores():
+    """Whether the device has TF32 tensor cores (sm_80 on): fused_rank_tf32's mma.sync. Before
+    it, TF32 mode with FUSED takes fused_rank_f32 (the same numbers), where the instruction
+    would be emulated with shuffles."""
+    return int(_backend.cupy().cuda.Device().compute_capability) >= 80
+
+
 def _null():
     return np.uint64(0)  # a null pointer argument
 
@@ -103,7 +111,7 @@ class FactorScores:
         # all), rank_users multiplies on tensor cores in its fused kernel (fused_rank_tf32), and
         # top_k takes its FP32 fused kernel: the same numbers either way
         self.tf32 = bool(tf32) and self.dtype == np.float32 and not self.fused()
-        self.tensor = bool(tf32) and self.dtype == np.float32 and self.fused()
+        self.tensor = bool(tf32) and self.dtype == np.float32 and self.fused() and tensor_cores()
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())

@@ -196,6 +196,16 @@ def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
     assert not any(name.startswith("rank_tile") for name, _, _ in cupy.launches)
 
 
+def test_tf32_mode_before_tensor_cores_takes_the_fp32_kernel(monkeypatch):
+    """A device before sm_80 has no TF32 mma.sync: TF32 mode with FUSED counts in fused_rank_f32."""
+    X_train, X_test, A, B, bias = problem(9, n_factors=5)
+    with emulated_device(monkeypatch) as cupy:
+        monkeypatch.setattr(cupy.cuda.Device, "compute_capability", "75")
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias, tf32=True))
+    names = {name for name, _, _ in cupy.launches}
+    assert "fused_rank_f32" in names and "fused_rank_tf32" not in names
+
+
 @pytest.mark.parametrize("case", ["normal-biases", "ties-noise", "f17-ties"])
 def test_tf32_fused_equals_the_cpu(monkeypatch, case):
     """fused_rank_tf32 (TF32 mode with FUSED: the tile on the emulated tensor cores, an
