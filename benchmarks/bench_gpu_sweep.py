@@ -3,8 +3,9 @@
 
 1. The sweep: 10,000 users x 100,000 items x 64 factors, 10,000 x 1,000,000 x 128 and
    2,000 x 10,000,000 x 64 (float32, training and test items as bench_cpu.make_problem),
-   each at K = 10, 100 and 1,000 with all ten metrics, in three modes: cuBLAS tiles (the
-   default), the fused kernel (_gpu.FUSED) and tf32=True. Each time is set beside the
+   each at K = 10, 100 and 1,000 with all ten metrics, in four modes: cuBLAS tiles (the
+   default), the fused kernel (_gpu.FUSED), tf32=True (split cuBLAS tiles) and both
+   (fused_rank_tf32, tensor cores in the fused kernel). Each time is set beside the
    GEMM alone over gpureco's batches and tiles (cupy.matmul into one reused tile buffer),
    with scores per second; the fused and TF32 numbers must equal the default's bit for
    bit. Targets: at most 1.5x the GEMM; 100 G scores/s at 10M items.
@@ -36,7 +37,7 @@ from bench_cpu import git_commit, make_problem, write_results  # noqa: E402
 import gpureco  # noqa: E402
 
 METRICS = ("P", "TP", "R", "AP", "TAP", "NDCG", "Hit", "RR", "ROC_AUC", "PR_AUC")
-MODES = ("tiles", "fused", "tf32")
+MODES = ("tiles", "fused", "tf32", "fused-tf32")  # fused-tf32: fused_rank_tf32 (tensor cores in the fused kernel)
 
 
 def shapes(text):
@@ -71,9 +72,9 @@ def gemm_floor(cp, _gpu, A, B):
 
 def in_mode(_gpu, mode, fn):
     """fn(tf32) with _gpu.FUSED set for the mode."""
-    _gpu.FUSED = mode == "fused"
+    _gpu.FUSED = mode.startswith("fused")
     try:
-        return fn(mode == "tf32")
+        return fn(mode.endswith("tf32"))
     finally:
         _gpu.FUSED = False
 
