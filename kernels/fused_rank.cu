@@ -5,10 +5,10 @@
 //
 // One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
 // for each such tile it computes the filter scores U[rows] B[items]^T in registers
-// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them; TF32 mode: 4 x 16). The bias is added, and the
-// bands compared, in float as rank_tile does (flushed to zero under CuPy's -ftz=true: a
-// flush moves a score by at most 2^-126, inside the bound, and a flushed compare only ever
-// sends an item to the defined score). A thread's 64 scores of the tile then go to local
+// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them; in TF32 mode 4 x 16). The bias
+// is added, and the bands compared, in float as rank_tile does (flushed to zero under CuPy's
+// -ftz=true: a flush moves a score by at most 2^-126, inside the bound, and a flushed compare
+// only ever sends an item to the defined score). A thread's 64 scores of the tile then go to local
 // memory (acc's registers free again), and its pool items are placed among the test items
 // as in rank_tile (gr_place_cells: the row's cells, else a branchless search over the bands
 // and one compare), a row at a time, the row's 8 items unrolled; the items inside a band
@@ -90,8 +90,10 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
     }
 };
 
-struct TensorTile {  // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w; round rho: row 16 w + 8 (rho >> 2)
-    using Factors = TileFactorsTF32;  //   + 2 q + (rho >> 1 & 1), items 64 (rho & 1) + 16 (j >> 1) + 8 (j & 1) + g
+// TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w, round rho: row 16 w + 8 (rho >> 2) +
+// 2 q + (rho >> 1 & 1), items 64 (rho & 1) + 16 (j >> 1) + 8 (j & 1) + g
+struct TensorTile {
+    using Factors = TileFactorsTF32;
     static constexpr int SHARE_MASK = 28;  // the lanes of one q
     int r0, g;
     __device__ __forceinline__ explicit TensorTile(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
@@ -104,7 +106,7 @@ struct TensorTile {  // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w; 
 #pragma unroll
             for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(rho, j) < span_end - j0) << j;
         }
-        // items 64 (rho & 1) + 32 h + 8 k + g (h, k < 2... 4): bit 8 k of word 2 (rho & 1) + h, shifted by g
+        // items 64 (rho & 1) + 32 h + 8 k + g (h < 2, k < 4): bit 8 k of word 2 (rho & 1) + h, shifted by g
         const auto four = [](uint32_t w) { return (w & 1u) | ((w >> 7) & 2u) | ((w >> 14) & 4u) | ((w >> 21) & 8u); };
         const uint32_t trained = four(bits[2 * (rho & 1)] >> g) | four(bits[2 * (rho & 1) + 1] >> g) << 4;
         return in_span & ~trained;

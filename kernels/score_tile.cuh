@@ -159,8 +159,8 @@ struct alignas(8) Tf32Pair {  // a B fragment: a row's factors p, p + 4
     uint32_t v[2];
 };
 
-// Row c's pair p at column gr_swizzle(p, c) = c ^ 4 (p & 3): the fragments' 8-byte reads (lanes
-// 4 g + q: pair q of row 8 n + g) meet no bank conflict in either half of the warp.
+// Row c's pair p at column gr_swizzle(p, c) = c ^ 4 (p & 3): the fragments' 8-byte reads (lane
+// 4 g + q of warp w: pair q of row 16 w + 8 n + g) meet no bank conflict in either half-warp.
 __device__ __forceinline__ int gr_swizzle(int p, int c) { return c ^ ((p & 3) << 2); }
 
 struct TileFactorsTF32 {  // a step's parts, [0]: hi, [1]: lo
@@ -268,12 +268,12 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
     for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
         const bool more = k0 + FUSED_STEP < n_factors;
         if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
-        uint32_t a_hi[2][2], a_lo[2][2];  // the B fragments: rows r0 + 8 n, factors q, q + 4
+        uint32_t row_hi[2][2], row_lo[2][2];  // the B fragments: rows r0 + 8 n, factors q, q + 4
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             const int c = gr_swizzle(q, r0 + 8 * n);
             const Tf32Pair hi = sm.a[0][q][c], lo = sm.a[1][q][c];
-            a_hi[n][0] = hi.v[0], a_hi[n][1] = hi.v[1], a_lo[n][0] = lo.v[0], a_lo[n][1] = lo.v[1];
+            row_hi[n][0] = hi.v[0], row_hi[n][1] = hi.v[1], row_lo[n][0] = lo.v[0], row_lo[n][1] = lo.v[1];
         }
 #pragma unroll
         for (int m = 0; m < 8; ++m) {
@@ -281,11 +281,11 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
 #pragma unroll
             for (int n = 0; n < 2; ++n) {
                 float correction[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                gr_mma_tf32(correction, lo.v, a_hi[n]);
-                gr_mma_tf32(correction, hi.v, a_lo[n]);
+                gr_mma_tf32(correction, lo.v, row_hi[n]);
+                gr_mma_tf32(correction, hi.v, row_lo[n]);
 #pragma unroll
                 for (int i = 0; i < 4; ++i) acc[m][n][i] = __fadd_rn(acc[m][n][i], correction[i]);
-                gr_mma_tf32(acc[m][n], hi.v, a_hi[n]);
+                gr_mma_tf32(acc[m][n], hi.v, row_hi[n]);
             }
         }
         __syncthreads();  // the step is read: the next may overwrite it

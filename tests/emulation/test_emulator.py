@@ -1288,10 +1288,10 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
 
 
 TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh's TF32 tile, TensorTile)
-    "a correction product left out": ("score_tile.cuh", "                gr_mma_tf32(correction, hi.v, a_lo[n]);\n", ""),
+    "a correction product left out": ("score_tile.cuh", "                gr_mma_tf32(correction, hi.v, row_lo[n]);\n", ""),
     "the correction never added": ("score_tile.cuh", "acc[m][n][i] = __fadd_rn(acc[m][n][i], correction[i]);",
                                    "acc[m][n][i] = acc[m][n][i];"),
-    "a row's factors q + 4 as q": ("score_tile.cuh", "a_hi[n][1] = hi.v[1]", "a_hi[n][1] = hi.v[0]"),
+    "a row's factors q + 4 as q": ("score_tile.cuh", "row_hi[n][1] = hi.v[1]", "row_hi[n][1] = hi.v[0]"),
     "the rows' reads unswizzled": ("score_tile.cuh", "const int c = gr_swizzle(q, r0 + 8 * n);",
                                    "const int c = r0 + 8 * n;"),
     "the items' quads from the wrong part": ("score_tile.cuh", "lo = sm.b[1][8 * m + g][q];", "lo = sm.b[0][8 * m + g][q];"),
