@@ -86,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     int queued = 0;  // the same in every lane of the warp
     int bad = 0;  // bit rho: a pool score of tile.row(rho) is not finite
 
-    // thread t loads the factors of row t >> 1 and of the tile's item t >> 1 (gr_score_tile)
+    // thread t loads the factors of row t >> 1 (both tiles' loaders; which items it loads is the tile's)
     const int lr = t >> 1;
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
