@@ -886,8 +886,8 @@ FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
 }
 
 
-@pytest.mark.parametrize("case, tf32", [(case, False) for case in FUSED_CASES] +
-                         [(case, True) for case in FUSED_CASES if case != "global-bands"])  # (the body is one)
+@pytest.mark.parametrize("case, tf32", [(case, False) for case in FUSED_CASES] +  # TF32: the counting is one body,
+                         [(case, True) for case in ("two-row-blocks", "noise-normal")])  # the tiles are not
 def test_fused_rank_equals_the_model(real, case, tf32):
     """kernels/fused_rank.cu, fused_rank_f32 and (TF32 mode) fused_rank_tf32: the model's counts
     (rank_tile over the batch's rows) under three schedules and block orders; the pool
