@@ -110,8 +110,9 @@ class FactorScores:
         # TF32 mode splits the cuBLAS tiles; where the fused kernels score the model (no tile at
         # all), rank_users multiplies on tensor cores in its fused kernel (fused_rank_tf32), and
         # top_k takes its FP32 fused kernel: the same numbers either way
-        self.tf32 = bool(tf32) and self.dtype == np.float32 and not self.fused()
-        self.tensor = bool(tf32) and self.dtype == np.float32 and self.fused() and tensor_cores()
+        tf32, fused = bool(tf32) and self.dtype == np.float32, self.fused()
+        self.tf32 = tf32 and not fused
+        self.tensor = tf32 and fused and tensor_cores()
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
             self.bias_abs_max = abs_max_columns(biases.reshape(-1, 1))[0] if biases is not None else cp.zeros(())
