@@ -14,9 +14,11 @@ The counts are the device's, not NumPy's: they do not depend on the machine. It 
 times each call's host share on this machine (median of --repeat calls, NumPy and pandas
 output): the call's time less the time inside the model's device operations, launches
 and synchronisations, i.e. validation, the engine's Python, the metrics and the output;
-CuPy's own microseconds per operation are not in it. Writes <out>/gpu_ops_<date>.json and .md.
+CuPy's own microseconds per operation are not in it. Writes <out>/gpu_ops_<date>.json and .md
+(gpu_ops_<date>_stub.* with --stub-kernels).
 
     python benchmarks/bench_gpu_ops.py
+    python benchmarks/bench_gpu_ops.py --stub-kernels --modes fused --sizes 10000x1000000x128   # bench_gpu's problem
 """
 import argparse
 import collections
@@ -146,7 +148,9 @@ class Device(gpu_model.DeviceArray):
 Device.__module__ = "cupy"  # so that gpureco takes it for a device array
 
 
-def counting_cupy():
+def counting_cupy(stub_kernels=False):
+    """The model's cupy, counting; with stub_kernels, a launch is counted but does nothing (host
+    time at sizes the NumPy kernels would take minutes over; the numbers are then meaningless)."""
     cupy = gpu_model.fake_cupy()
     cupy.ndarray = Device
     for name in dir(np):
@@ -170,6 +174,8 @@ def counting_cupy():
 
             def launch(grid, block, args):
                 _count("launches", name)
+                if stub_kernels:
+                    return None
                 with _on_device():
                     return function(grid, block, _host(tuple(args)))
             return launch
@@ -192,10 +198,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="943x1682x32,5000x20000x64")
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (host ms: their median)")
+    parser.add_argument("--stub-kernels", action="store_true",
+                        help="launches counted but not run: host ms at bench_gpu's sizes (10000x1000000x128)")
+    parser.add_argument("--modes", default="tiles,fused", help="tiles (cuBLAS tiles; the model multiplies them "
+                        "even with --stub-kernels), fused")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
     from gpureco.engine import _backend, _gpu
-    cupy = counting_cupy()
+    cupy = counting_cupy(args.stub_kernels)
     sys.modules["cupy"] = cupy
     _backend._state = (cupy, _backend.GpuStatus(True, "NumPy model of a GPU, counting"), True)
     _backend.float32_compute = contextlib.nullcontext
@@ -212,7 +222,7 @@ def main(argv=None):
             return {"calc_reco_metrics": lambda: gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True,
                                                                            output=out, device="gpu"),
                     "Evaluator(A, B)": lambda: evaluators[out](A, B)}
-        for mode in ("tiles", "fused"):
+        for mode in args.modes.split(","):
             for what, call in calls("numpy").items():
                 _gpu.FUSED = mode == "fused"
                 try:
@@ -233,7 +243,9 @@ def main(argv=None):
                                  host_ms_pandas=host["pandas"], ops_by_name=dict(COUNTS["ops"].most_common()),
                                  launches_by_name=dict(COUNTS["launches"]), syncs_by_name=dict(COUNTS["syncs"])))
     lines = ["# Device operations and host synchronisations per call (NumPy model of the device)", "",
-             f"Date {dt.date.today().isoformat()}, commit {git_commit()}; `python benchmarks/bench_gpu_ops.py`. "
+             f"Date {dt.date.today().isoformat()}, commit {git_commit()}; `python benchmarks/bench_gpu_ops.py "
+             f"{' '.join(argv if argv is not None else sys.argv[1:])}`. "
+             + ("Kernels stubbed (--stub-kernels): launches counted, not run. " if args.stub_kernels else "") +
              "All ten metrics at K = 10, factors on the device. Host ms: the median over "
              f"{args.repeat} calls of the call's time less the time inside the model's device operations, "
              f"launches and synchronisations, on this machine ({platform.processor() or platform.machine()}, "
@@ -249,8 +261,9 @@ def main(argv=None):
                      f"{r['host_ms_numpy']:.2f} | {r['host_ms_pandas']:.2f} |")
     text = "\n".join(lines)
     print(text)
-    stem = write_results(args.out, f"gpu_ops_{dt.date.today().isoformat()}",
-                         dict(date=dt.date.today().isoformat(), commit=git_commit(), rows=rows), text)
+    stem = write_results(args.out, f"gpu_ops_{dt.date.today().isoformat()}" + ("_stub" if args.stub_kernels else ""),
+                         dict(date=dt.date.today().isoformat(), commit=git_commit(), stub_kernels=args.stub_kernels,
+                              rows=rows), text)
     print(f"\nwrote {stem}.json and .md")
 
 

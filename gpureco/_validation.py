@@ -10,6 +10,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .engine import _backend
+from .engine._cpu_ranks import shared_entries
 from .engine._engine import Request
 from .engine._registry import GAINS
 
@@ -308,18 +309,12 @@ def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=np.asarray):
 
 
 def check_disjoint(X_train, X_test):
-    """A test item that is also a training item of the same user can never be ranked."""
-    n_items = X_test.shape[1]
-    train_keys = np.repeat(np.arange(X_train.shape[0], dtype=np.int64), np.diff(X_train.indptr)) * n_items + X_train.indices
-    test_keys = np.repeat(np.arange(X_test.shape[0], dtype=np.int64), np.diff(X_test.indptr)) * n_items + X_test.indices
-    if train_keys.size == 0 or test_keys.size == 0:
-        return
-    pos = np.minimum(np.searchsorted(train_keys, test_keys), train_keys.size - 1)
-    shared = train_keys[pos] == test_keys
-    if np.any(shared):
-        first = int(test_keys[np.flatnonzero(shared)[0]])
-        raise ValueError(f"'X_test' and 'X_train' share {int(shared.sum())} (user, item) pairs, for example "
-                         f"user {first // n_items}, item {first % n_items}; a test item must not be a "
+    """A test item that is also a training item of the same user can never be ranked (both
+    canonical CSR, as_csr's: one merge of each user's two sorted rows)."""
+    n, user, item = shared_entries(X_train.indptr, X_train.indices, X_test.indptr, X_test.indices)
+    if n:
+        raise ValueError(f"'X_test' and 'X_train' share {n} (user, item) pairs, for example "
+                         f"user {user}, item {item}; a test item must not be a "
                          "training item of the same user (it could never be ranked).")
 
 

@@ -701,3 +701,27 @@ def pair_scores(const int64_t[::1] users, const int64_t[::1] items, const factor
             model.a = &user_factors[users[i], 0] if model.n_factors > 0 else NULL
             o[i] = exact_score(&model, items[i], tag)
     return out
+
+
+def shared_entries(const int64_t[::1] indptr_a, const int32_t[::1] indices_a, const int64_t[::1] indptr_b,
+                   const int32_t[::1] indices_b):
+    """(n, row, column): how many (row, column) entries two canonical CSR structures of the same
+    rows (each row's column indices sorted and distinct) both store, and the first of them in
+    row-major order ((-1, -1) where n = 0). One merge of each row's two index lists: linear in
+    the entries."""
+    cdef int64_t n = 0, first_row = -1, first_column = -1, r, i, j, i_end, j_end
+    with nogil:
+        for r in range(min(indptr_a.shape[0], indptr_b.shape[0]) - 1):
+            i, i_end, j, j_end = indptr_a[r], indptr_a[r + 1], indptr_b[r], indptr_b[r + 1]
+            while i < i_end and j < j_end:
+                if indices_a[i] < indices_b[j]:
+                    i += 1
+                elif indices_a[i] > indices_b[j]:
+                    j += 1
+                else:
+                    if n == 0:
+                        first_row, first_column = r, indices_a[i]
+                    n += 1
+                    i += 1
+                    j += 1
+    return n, first_row, first_column

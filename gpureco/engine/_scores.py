@@ -176,7 +176,11 @@ def row_entries(xp, indptr, rows):
     is the position in `rows` of entry i's row, entry[i] its index in the CSR arrays, and
     offsets (len(rows) + 1) where each row's entries begin."""
     start = indptr[rows]
-    offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(indptr[rows + 1] - start)])
+    lengths = indptr[rows + 1] - start
+    offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(lengths)])
     n = xp.arange(int(offsets[-1]))
-    row = xp.searchsorted(offsets[1:], n, side="right")
+    if xp is np:  # (CuPy's repeat takes no array of counts)
+        row = np.repeat(np.arange(rows.shape[0], dtype=np.int64), lengths)
+    else:
+        row = xp.searchsorted(offsets[1:], n, side="right")
     return row, start[row] + n - offsets[row], offsets
