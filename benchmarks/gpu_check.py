@@ -21,7 +21,7 @@ is rare and one command may run at most 10 minutes):
 - suite: the whole test suite (its CPU part is CI's too, so it comes last).
 
 Each step's time limit is what is left of --budget (seconds, default 560: under the device
-tool's 10 minutes a command); a step that cannot start with its minimum left is recorded as
+tool's 10 minutes a command), and at most MAX_SECONDS of its own; a step that cannot start with its minimum left is recorded as
 skipped, for the next call (--steps). The results file, <out>/gpu_check_<date>_<device>.md
 (and .json: device, driver, CUDA, library versions, commit, each step's summary), is
 rewritten after every step, so a command cut short still leaves what it did: point --out
@@ -114,6 +114,10 @@ def environment(env):
 STEPS = ("build", "determinism", "gpu_tests", "gpu_tests_fused", "bench", "ncu", "sweep", "training_loop", "suite")
 MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "ncu": 60,
                "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
+# and runs at most this long, so that one slow step (the GPU tests compiling every kernel, say) cannot
+# take the whole budget from the bench behind it: a device session has 15 minutes in all
+MAX_SECONDS = {"build": 150, "determinism": 120, "gpu_tests": 180, "gpu_tests_fused": 180, "bench": 240, "ncu": 150,
+               "sweep": 300, "training_loop": 120}
 NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32", "fused_rank_tf32")  # bench_gpu runs the fused kernel in its fused timing
 
 
@@ -235,7 +239,7 @@ def main(argv=None):
                                       f"{MIN_SECONDS[name]} s needed (run it with --steps {name})"}
         else:
             begun = time.monotonic()
-            steps[name] = run_step(name, env, max(1, int(left - 5)), args, bench_out)
+            steps[name] = run_step(name, env, max(1, int(min(left - 5, MAX_SECONDS.get(name, left)))), args, bench_out)
             steps[name]["seconds"] = round(time.monotonic() - begun, 1)
         record, lines, stem = write_record(bench_out, info, steps, argv, started)
     print("\n".join(lines))
