@@ -18,9 +18,14 @@ band's high edge), by the search (a cell holding a band's edge), or inside a ban
 defined score). The filter score is modelled as the exact score rounded to float32.
 
 The problem is bench_gpu's (bench_cpu.make_problem: N(0, 1) factors, about 10 test items a
-user), on --sample users. Writes <out>/bands_<date>.json and .md.
+user), on --sample users. Writes <out>/bands_<date>.json and .md. With --model trained, a
+trained model instead: gpureco.datasets.make_interactions() (10,000 users x 3,000 items), 20%
+of each user's items held out at random, and PureSVD factors of the rest (the --factors
+largest singular triplets of the training matrix, A = U S and B = V, as float32), whose test
+items rank high, as a recommender's do; written to bands_<date>_trained.*.
 
     python benchmarks/bench_bands.py
+    python benchmarks/bench_bands.py --model trained --factors 64 --sample 500
 """
 import argparse
 import datetime as dt
@@ -35,13 +40,23 @@ from bench_cpu import git_commit, make_problem, write_results  # noqa: E402
 from gpureco.engine import _scores  # noqa: E402
 
 
-def share_in_bands(A, B, X_test, users, tol):
-    """Mean over `users` of the share of items whose exact score is within tol of a test score."""
+def pool_of(X_train, u, n_items):
+    """User u's pool: every item but its training items."""
+    pool = np.ones(n_items, dtype=bool)
+    pool[X_train.indices[X_train.indptr[u]: X_train.indptr[u + 1]]] = False
+    return pool
+
+
+def share_in_bands(A, B, X_train, X_test, users, tol):
+    """Mean over `users` of the share of pool items whose exact score is within tol of a test
+    score (tol: per user, or a function of the user giving one per item)."""
     shares = []
     for u in users:
         s = A[u].astype(np.float64) @ B.T.astype(np.float64)
         t = np.sort(s[X_test[[u]].indices])
-        shares.append(np.mean(np.searchsorted(t, s + tol[u], side="right") > np.searchsorted(t, s - tol[u])))
+        pool = pool_of(X_train, u, B.shape[0])
+        s, width = s[pool], tol(u)[pool] if callable(tol) else tol[u]
+        shares.append(np.mean(np.searchsorted(t, s + width, side="right") > np.searchsorted(t, s - width)))
     return float(np.mean(shares))
 
 
@@ -53,12 +68,12 @@ def float_bands(t, tol):
     return lo, hi
 
 
-def placements(A, B, X_test, users, tol, cells=128):
-    """Mean shares of pool items (here: every item) below the worst band, placed by a cell, by
-    the search, and inside a band, as bands.cuh's gr_place_cells places float32 filter scores."""
+def placements(A, B, X_train, X_test, users, tol, cells=128):
+    """Mean shares of pool items below the worst band, placed by a cell, by the search, and
+    inside a band, as bands.cuh's gr_place_cells places float32 filter scores."""
     shares = []
     for u in users:
-        s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)
+        s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)[pool_of(X_train, u, B.shape[0])]
         t = -np.sort(-(A[u].astype(np.float64) @ B[X_test[[u]].indices].T.astype(np.float64)))
         lo, hi = float_bands(t, tol[u])
         base, scale = lo[-1], np.float32(cells - 2) / (hi[0] - lo[-1])
@@ -78,10 +93,17 @@ def main(argv=None):
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--factors", type=int, default=128)
     parser.add_argument("--sample", type=int, default=20, help="users measured")
+    parser.add_argument("--model", choices=("random", "trained"), default="random",
+                        help="random: bench_gpu's problem (--users, --items); trained: PureSVD on make_interactions()")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args(argv)
-    _, X_test, A, B = make_problem(args.users, args.items, args.factors)
+    if args.model == "trained":
+        X_train, X_test, A, B = trained_problem(args.factors)
+        args.users, args.items = X_test.shape
+    else:
+        X_train, X_test, A, B = make_problem(args.users, args.items, args.factors)
     users = np.linspace(0, args.users - 1, args.sample).astype(int)
+    users = users[np.diff(X_test.indptr)[users] > 0]  # (a trained problem's users without test items)
     item_abs_max, bias_abs_max = _scores.magnitudes(B, np.zeros(0))
     norm = _scores.max_row_norm(B)
     f = args.factors
@@ -96,23 +118,56 @@ def main(argv=None):
         "TF32 fused (fused_rank_tf32), norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32,
                                                                         "fused", norm),
     }
-    rows = {name: dict(median_tol=float(np.median(tol)), share=share_in_bands(A, B, X_test, users, tol))
+    # not used by gpureco (yet): the same bounds with each item's own norm in place of the largest
+    # (Cauchy-Schwarz item by item; the item's own |bias| likewise): an item that the user's bound
+    # leaves inside a band would be checked against its own before its defined score is computed
+    item_norms = np.sqrt(np.einsum("ij,ij->i", B.astype(np.float64), B.astype(np.float64)))
+
+    def per_item(mode):
+        return lambda u: _scores.score_tolerance(A[[u]], item_abs_max, bias_abs_max, np.float32, mode, item_norms)
+    per_item_bounds = {"FP32, each item's norm": per_item(False),
+                       "TF32 fused, each item's norm": per_item("fused")}
+    rows = {name: dict(median_tol=float(np.median(tol)), share=share_in_bands(A, B, X_train, X_test, users, tol))
             for name, tol in bounds.items()}
-    placed = placements(A, B, X_test, users, bounds["FP32, norms"])
+    rows.update({name: dict(median_tol=float(np.median(tol(users[0]))),
+                            share=share_in_bands(A, B, X_train, X_test, users, tol))
+                 for name, tol in per_item_bounds.items()})
+    placed = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
-            "problem": dict(users=args.users, items=args.items, factors=f, sample=args.sample,
+            "problem": dict(model=args.model, users=args.users, items=args.items, factors=f, sample=args.sample,
                             test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed}
     lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
-             f"`python benchmarks/bench_bands.py` defaults: {args.items:,} items x {f} N(0, 1) factors, "
-             f"{X_test.nnz / args.users:.1f} test items a user, {args.sample} users measured. Each such item "
-             "costs a defined score (F float64 products and a read of its factors); the others one compare.", "",
+             f"`python benchmarks/bench_bands.py {' '.join(argv if argv is not None else sys.argv[1:])}`: "
+             + (f"PureSVD on make_interactions() ({args.users:,} users x {args.items:,} items), {f} factors, "
+                if args.model == "trained" else f"{args.items:,} items x {f} N(0, 1) factors, ")
+             + f"{X_test.nnz / args.users:.1f} test items a user, {len(users)} users measured. Each pool item "
+             "in a band costs a defined score (F float64 products and a read of its factors); the others one "
+             "compare.", "",
              "| bound | median tol | pool items in a band |", "|---|---:|---:|"]
     lines += [f"| {name} | {r['median_tol']:.3g} | {100 * r['share']:.3f}% |" for name, r in rows.items()]
     lines += ["", "Where the counting places a pool item (FP32, norms; kernels/bands.cuh, 128 cells a user):", "",
               "| placed by | pool items |", "|---|---:|"]
     lines += [f"| {name} | {100 * share:.2f}% |" for name, share in placed.items()]
     print("\n".join(lines))
-    write_results(args.out, f"bands_{info['date']}", info, "\n".join(lines))
+    write_results(args.out, f"bands_{info['date']}" + ("_trained" if args.model == "trained" else ""), info,
+                  "\n".join(lines))
+
+
+def trained_problem(n_factors, seed=0):
+    """(X_train, X_test, A, B): make_interactions(), 20% of each user's items held out at
+    random, PureSVD factors of the training matrix (float32)."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as sla
+    from gpureco.datasets import make_interactions
+    frame = make_interactions()
+    users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
+    shape = (int(users.max()) + 1, int(items.max()) + 1)
+    test = np.random.default_rng(seed).random(users.size) < 0.2
+    X_train, X_test = (sp.csr_array((np.ones(int(m.sum())), (users[m], items[m])), shape=shape) for m in (~test, test))
+    for X in (X_train, X_test):
+        X.sum_duplicates()
+    U, s, Vt = sla.svds(X_train, k=n_factors, random_state=seed)
+    return X_train, X_test, (U * s).astype(np.float32), np.ascontiguousarray(Vt.T, dtype=np.float32)
 
 
 if __name__ == "__main__":
