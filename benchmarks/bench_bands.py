@@ -9,7 +9,9 @@ so it is measured here on the CPU, for each bound gpureco has used:
   Cauchy-Schwarz (||a|| max_j ||b_j||) where smaller;
 - TF32 before the split (commit 240cd19): about 2**-9 of the scale, TF32 inputs;
 - TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms;
-- TF32 on tensor cores inside fused_rank_tf32 (score_tolerance(tf32="fused")), with the norms.
+- TF32 on tensor cores inside fused_rank_tf32 (score_tolerance(tf32="fused")), with the norms;
+- not used by gpureco yet: FP32 and TF32 fused with each item's own norm in place of the
+  largest (a bound per user and item), the reading for a second check of deferred items.
 
 Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
 each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
@@ -119,7 +121,7 @@ def main(argv=None):
                                                                         "fused", norm),
     }
     # not used by gpureco (yet): the same bounds with each item's own norm in place of the largest
-    # (Cauchy-Schwarz item by item; the item's own |bias| likewise): an item that the user's bound
+    # (Cauchy-Schwarz item by item; no biases here): an item that the user's bound
     # leaves inside a band would be checked against its own before its defined score is computed
     item_norms = np.sqrt(np.einsum("ij,ij->i", B.astype(np.float64), B.astype(np.float64)))
 
