@@ -21,11 +21,11 @@ is rare and one command may run at most 10 minutes):
 - suite: the whole test suite (its CPU part is CI's too, so it comes last).
 
 Each step's time limit is what is left of --budget (seconds, default 560: under the device
-tool's 10 minutes a command), and at most MAX_SECONDS of its own; a step that cannot start with its minimum left is recorded as
-skipped, for the next call (--steps). The results file, <out>/gpu_check_<date>_<device>.md
-(and .json: device, driver, CUDA, library versions, commit, each step's summary), is
-rewritten after every step, so a command cut short still leaves what it did: point --out
-at the device tool's $OUT.
+tool's 10 minutes a command), and at most MAX_SECONDS of its own; a step that cannot start
+with its minimum left is recorded as skipped, for the next call (--steps). The results
+file, <out>/gpu_check_<date>_<device>.md (and .json: device, driver, CUDA, library versions,
+commit, each step's summary), is rewritten after every step, so a command cut short still
+leaves what it did: point --out at the device tool's $OUT.
 
     python3 benchmarks/gpu_check.py                                   # from the repository root
     python3 benchmarks/gpu_check.py --out "$OUT" --budget 560         # on the device tool

@@ -168,13 +168,16 @@ def test_every_vector_width_gives_the_same_numbers():
 @pytest.mark.parametrize("seed", range(6))
 def test_shared_entries_equal_the_set_intersection(seed):
     """check_disjoint's merge (_cpu_ranks.shared_entries) against sets of (row, column) pairs:
-    empty rows, rows of very unequal lengths, a shared last or first column, none shared."""
+    empty rows, rows of very unequal lengths, an entry shared in the last column, entries in
+    the first, nothing shared."""
     from gpureco._validation import as_csr
     from gpureco.engine._cpu_ranks import shared_entries
     rng = np.random.default_rng(seed)
     n_rows, n_cols = int(rng.integers(1, 40)), int(rng.integers(1, 3000))
     dense = [rng.random((n_rows, n_cols)) < p for p in rng.choice([0.0, 0.002, 0.05, 0.5], 2)]
-    dense[1][rng.integers(n_rows), n_cols - 1] = dense[0][rng.integers(n_rows), 0] = True
+    row = rng.integers(n_rows)
+    dense[0][row, n_cols - 1] = dense[1][row, n_cols - 1] = True
+    dense[0][rng.integers(n_rows), 0] = dense[1][rng.integers(n_rows), 0] = True
     if seed % 3 == 0:  # the second the first's complement: nothing shared
         dense[1] = ~dense[0]
     a, b = (as_csr(sp.csr_array(d.astype(float)), name) for d, name in zip(dense, "ab"))
