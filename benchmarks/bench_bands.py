@@ -10,8 +10,9 @@ so it is measured here on the CPU, for each bound gpureco has used:
 - TF32 before the split (commit 240cd19): about 2**-9 of the scale, TF32 inputs;
 - TF32 as a split filter (score_tolerance(tf32=True)), without and with the norms;
 - TF32 on tensor cores inside fused_rank_tf32 (score_tolerance(tf32="fused")), with the norms;
-- not used by gpureco yet: FP32 and TF32 fused with each item's own norm in place of the
-  largest (a bound per user and item), the reading for a second check of deferred items.
+- FP32 and TF32 fused with each item's own norm in place of the largest (a bound per user
+  and item): what the fused kernels' second check of a deferred item leaves to the defined
+  score (speed log change 23; rank_tile and the CPU engine use the bound per user alone).
 
 Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
 each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
@@ -120,9 +121,9 @@ def main(argv=None):
         "TF32 fused (fused_rank_tf32), norms": _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32,
                                                                         "fused", norm),
     }
-    # not used by gpureco (yet): the same bounds with each item's own norm in place of the largest
-    # (Cauchy-Schwarz item by item; no biases here): an item that the user's bound
-    # leaves inside a band would be checked against its own before its defined score is computed
+    # the same bounds with each item's own norm in place of the largest (Cauchy-Schwarz item by
+    # item; no biases here): the fused kernels check an item that the user's bound leaves inside
+    # a band against its own before they compute its defined score
     item_norms = np.sqrt(np.einsum("ij,ij->i", B.astype(np.float64), B.astype(np.float64)))
 
     def per_item(mode):

@@ -7,8 +7,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
     const int64_t* __restrict__ tests_begin, const double* __restrict__ test_scores,
     const uint64_t* __restrict__ test_keys, int32_t* __restrict__ cnt, uint64_t* __restrict__ pool_min,
-    uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol, uint64_t seed,
-    int noise) {
+    uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol,
+    const double* __restrict__ item_norm, const double* __restrict__ item_terms, uint64_t seed, int noise) {
     using Tile = GR_FUSED_TILE;
     __shared__ Tile::Factors tile_factors;
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
@@ -119,6 +119,23 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
                                        : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
                     defer |= (uint32_t)d << j;
                 }
+            }
+            // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
+            // n_j its norm), where that is below the row's; what it places, it counts as the
+            // defined score would (it lies strictly between the same test items), without computing it
+            for (uint32_t pending = defer; pending; pending &= pending - 1u) {
+                const int j = __ffs((int)pending) - 1;
+                const float s = scores[i][j];
+                const double own = fma(item_terms[b0 + r], item_norm[j0 + tile.col(i, j)], item_terms[nb + b0 + r]);
+                if (!isfinite(s) || !(own < tol[b0 + r])) continue;  // (NaN or inf terms: not a bound to use)
+                const GlobalBands<float> mine{test_scores + tb0 + first, own};
+                const int c = gr_place(mine, m, top, mine.low(m - 1), s);
+                if (c == GR_DEFER) continue;
+                if (c >= 0) {
+                    if (in_shared) gr_add_count(counts, c);
+                    else gr_add_count(cnt + tb0 + first, c);
+                }
+                defer &= ~(1u << j);
             }
             if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue
 #pragma unroll 1

@@ -1,7 +1,7 @@
 // The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes,
 // max_row_norm): per column f of a row-major matrix X (n_rows x n_cols), the largest finite
 // |X[i, f]| (0 where none); and over the rows with no non-finite value, the largest sum of
-// squares (float64, in order). Each as the bits of a double (`out`, zeroed by the caller), in
+// squares (float64, in order); and each row's norm (row_norms, not a reduction). Each as the bits of a double (`out`, zeroed by the caller), in
 // one read of X at memory speed, in place of a reduction per chunk. A maximum does not depend
 // on the order in which it is taken, and the atomics compare the bit patterns of non-negative
 // doubles as integers (the same order), so the result is exact and the same on every run.
@@ -42,16 +42,23 @@ ABS_MAX_COLUMNS(f64, double)
 // max over the rows i of X with no non-finite value of sum_f X[i, f]^2 (float64, in order f =
 // 0 .. n_cols - 1; infinite if it overflows): one thread a row, a grid-stride loop
 template <typename T>
+__device__ __forceinline__ double gr_row_sum_sq(const T* __restrict__ X, int64_t r, int64_t n_cols, bool& finite) {
+    double acc = 0.0;
+    finite = true;
+    for (int64_t f = 0; f < n_cols; ++f) {
+        const double x = gr_widen(X[r * n_cols + f]);
+        finite = finite && isfinite(x);
+        acc = gr_add(acc, gr_mul(x, x));
+    }
+    return acc;
+}
+
+template <typename T>
 __device__ void max_row_norm_sq(const T* __restrict__ X, int64_t n_rows, int64_t n_cols, uint64_t* __restrict__ out) {
     double mx = 0.0;
     for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += (int64_t)gridDim.x * blockDim.x) {
-        double acc = 0.0;
-        bool finite = true;
-        for (int64_t f = 0; f < n_cols; ++f) {
-            const double x = gr_widen(X[r * n_cols + f]);
-            finite = finite && isfinite(x);
-            acc = gr_add(acc, gr_mul(x, x));
-        }
+        bool finite;
+        const double acc = gr_row_sum_sq(X, r, n_cols, finite);
         if (finite) mx = fmax(mx, acc);
     }
     if (mx > 0.0) atomicMax((unsigned long long*)out, (unsigned long long)(gr_order_key(mx) & 0x7FFFFFFFFFFFFFFFULL));
@@ -65,3 +72,24 @@ __device__ void max_row_norm_sq(const T* __restrict__ X, int64_t n_rows, int64_t
 
 MAX_ROW_NORM_SQ(f32, float)
 MAX_ROW_NORM_SQ(f64, double)
+
+// each row's norm: the square root of its sum of squares as max_row_norm_sq adds them (+inf for
+// a row with a non-finite value, whose scores are not finite either): the fused kernels' bound
+// for one item (score_tolerance's item terms), one thread a row
+template <typename T>
+__device__ void row_norms(const T* __restrict__ X, int64_t n_rows, int64_t n_cols, double* __restrict__ out) {
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += (int64_t)gridDim.x * blockDim.x) {
+        bool finite;
+        const double acc = gr_row_sum_sq(X, r, n_cols, finite);
+        out[r] = finite ? sqrt(acc) : GR_INF;
+    }
+}
+
+#define ROW_NORMS(SUFFIX, T)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) row_norms_##SUFFIX(                        \
+        const T* X, int64_t n_rows, int64_t n_cols, double* out) {                                            \
+        row_norms<T>(X, n_rows, n_cols, out);                                                                 \
+    }
+
+ROW_NORMS(f32, float)
+ROW_NORMS(f64, double)

@@ -101,7 +101,7 @@ def fused_rank(grid, block, args):
     float32 (by BLAS here: any order within the bound); U holds the batch's factors, row b for
     users[b]."""
     (U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, tests_begin, test_scores, test_keys,
-     cnt, pool_min, pool_max, nonfinite, tol, seed, noise) = args
+     cnt, pool_min, pool_max, nonfinite, tol, item_norm, item_terms, seed, noise) = args  # (the bound per item: speed only)
     nb, n_factors = int(nb), int(n_factors)
     U = U.reshape(nb, n_factors)
     A = np.zeros((int(users.max(initial=-1)) + 1, n_factors), dtype=U.dtype)  # A[users[b]] = U[b]
@@ -176,16 +176,30 @@ def abs_max_columns(grid, block, args):
     out[:] = np.maximum(out, top.view(np.uint64))
 
 
-def max_row_norm_sq(grid, block, args):
-    """The largest in-order float64 sum of squares of a row with no non-finite value."""
-    X, n_rows, n_cols, out = args
+def _row_sums_sq(X, n_rows, n_cols):
+    """(each row's in-order float64 sum of squares, whether the row is finite)."""
     X = X.reshape(int(n_rows), int(n_cols)).astype(np.float64)
     acc = np.zeros(X.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
         for f in range(X.shape[1]):
             acc = acc + X[:, f] * X[:, f]
-    top = np.array([acc[np.isfinite(X).all(axis=1)].max(initial=0.0)])
+    return acc, np.isfinite(X).all(axis=1)
+
+
+def max_row_norm_sq(grid, block, args):
+    """The largest in-order float64 sum of squares of a row with no non-finite value."""
+    X, n_rows, n_cols, out = args
+    acc, finite = _row_sums_sq(X, n_rows, n_cols)
+    top = np.array([acc[finite].max(initial=0.0)])
     out[:] = np.maximum(out, top.view(np.uint64))
+
+
+def row_norms(grid, block, args):
+    """Each row's norm: the square root of its in-order float64 sum of squares, +inf for a row
+    with a non-finite value."""
+    X, n_rows, n_cols, out = args
+    acc, finite = _row_sums_sq(X, n_rows, n_cols)
+    out[:] = np.where(finite, np.sqrt(acc), np.inf)
 
 
 def _shrink(b, k, band, cs, ci, count, tau):
@@ -326,6 +340,7 @@ class _Module:
                  "fused_topk_f32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
+                 "row_norms_f32": row_norms, "row_norms_f64": row_norms,
                  "fused_rank_f32": fused_rank, "fused_rank_tf32": fused_rank}
 
     def __init__(self, code, options=()):

@@ -97,7 +97,9 @@ class FactorScores:
     the batch's users are made once per batch, those of the items once per tile. Where FUSED
     scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
     fused_rank_tf32, the same parts multiplied on tensor cores inside the kernel, within the
-    "fused" bound of score_tolerance; top_k keeps its FP32 fused kernel."""
+    "fused" bound of score_tolerance; top_k keeps its FP32 fused kernel. The fused rank
+    kernels also take each item's norm (item_norms), for the bound of one item that they
+    check a deferred item against before its defined score."""
 
     def __init__(self, A, B, biases, tf32=False):
         cp = _backend.cupy()
@@ -119,6 +121,7 @@ class FactorScores:
             self.item_norm_max = max_row_norm(B)
         self._user_parts = (None, None)  # (user_rows, their split_tf32 parts [hi | lo])
         self._item_parts = None  # a buffer for a tile's parts [lo | hi]
+        self._item_norms = None
 
     def itemsize(self):
         return self.dtype.itemsize
@@ -129,16 +132,31 @@ class FactorScores:
         return 8 * self.n_factors * (5 if self.tf32 else 4)
 
     def fixed_bytes(self, n_items):
-        """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS)."""
-        return 8 * self.n_factors * min(n_items, TILE_ITEMS) if self.tf32 else 0
+        """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS), or
+        the items' norms for the fused kernels."""
+        return (8 * self.n_factors * min(n_items, TILE_ITEMS) if self.tf32 else 0) + (8 * n_items if self.fused() else 0)
 
-    def tolerance(self, users, user_rows, tensor=False):
+    def tolerance(self, users, user_rows, tensor=False, item_terms=False):
         """Per user, the bound on |filter score - defined score| (user_rows: self.user_rows(users)):
-        cuBLAS's tiles or the fused FP32 kernels, or with `tensor` fused_rank_tf32's."""
+        cuBLAS's tiles or the fused FP32 kernels, or with `tensor` fused_rank_tf32's; with
+        `item_terms`, (bound, terms): the terms of each item's own (score_tolerance)."""
         if self.given:
             return _backend.cupy().zeros(users.shape[0])
         return score_tolerance(user_rows, self.item_abs_max, self.bias_abs_max, self.dtype,
-                               "fused" if tensor else self.tf32, self.item_norm_max)
+                               "fused" if tensor else self.tf32, self.item_norm_max, item_terms)
+
+    def item_norms(self):
+        """Each item's norm (kernels/magnitudes.cu row_norms), for the fused kernels' bound per
+        item: one pass over B, at the first fused batch."""
+        if self._item_norms is None:
+            cp = _backend.cupy()
+            self._item_norms = cp.empty(self.B.shape[0])
+            if self.B.shape[0]:
+                blocks = int(min(4096, (self.B.shape[0] + MAGNITUDE_THREADS - 1) // MAGNITUDE_THREADS))
+                kernel("magnitudes", f"row_norms_{self.suffix}")(
+                    (blocks,), (MAGNITUDE_THREADS,), (self.B, np.int64(self.B.shape[0]), np.int64(self.n_factors),
+                                                      self._item_norms))
+        return self._item_norms
 
     def tile(self, user_rows, begin, n, buffer):
         """(scores, leading dimension, given) for items begin .. begin + n of the batch."""
@@ -372,15 +390,17 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
         pool_max = cp.zeros(nb, dtype=cp.uint64)
         nonfinite = cp.zeros(nb, dtype=cp.int32)
-        tol = scorer.tolerance(batch, user_rows, tensor=scorer.tensor)
         if fused:  # one launch: the kernel scores and counts
+            # (a deferred item is checked against its own bound, from its norm, first)
+            tol, item_terms = scorer.tolerance(batch, user_rows, tensor=scorer.tensor, item_terms=True)
             grid, span = fused_grid(nb, n_items)
             kernel("fused_rank", "fused_rank_tf32" if scorer.tensor else "fused_rank_f32")(
                 grid, (FUSED_THREADS,),
                 (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                  np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,
-                 pool_min, pool_max, nonfinite, tol, seed, noise))
+                 pool_min, pool_max, nonfinite, tol, scorer.item_norms(), item_terms, seed, noise))
         else:  # a score tile at a time, counted by rank_tile
+            tol = scorer.tolerance(batch, user_rows, tensor=scorer.tensor)
             tile = min(n_items, TILE_ITEMS)
             if nb not in buffers:
                 buffers.clear()

@@ -66,8 +66,11 @@ def max_row_norm(X):
     return float(np.sqrt(largest))
 
 
-def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, item_norm_max=None):
+def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, item_norm_max=None, item_terms=False):
     """Per user, a bound on |fast score - defined score| for every item (doubled for safety).
+    With `item_terms` (and `item_norm_max`), also (p, q) per user, concatenated: p n_j + q is
+    the same bound for an item j of norm n_j (as max_row_norm computes norms), its own norm in
+    place of the largest (the fused kernels check a deferred item against it first).
 
     Both are dot products of F terms plus a bias, rounded in `dtype` (any order) and in
     float64 (in order): each is within gamma_(F+2) * (sum_f |a_f| |b_jf| + |bias_j|) of the
@@ -99,15 +102,16 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     """
     xp = array_module(user_rows)
     n_factors = user_rows.shape[1]
+    # a square that underflows loses less than the smallest normal float64: each norm, the
+    # users' here and the items' (max_row_norm), is within sqrt(F * tiny) above its computed value
+    slack = float(np.sqrt(n_factors * np.finfo(np.float64).tiny))
     # (over: an infinite bound is still a bound, every comparison goes to the definition; under: below)
     with np.errstate(over="ignore", under="ignore"):
         user_abs = xp.abs(user_rows.astype(xp.float64))
         scale = user_abs @ item_abs_max
         if item_norm_max is not None:  # the norms' rounding (any order of the sums, sqrt): 4 gamma_(F+2)
-            # a square that underflows loses less than the smallest normal float64: each norm, the
-            # users' here and the items' (max_row_norm), is within sqrt(F * tiny) above its computed value
-            slack = float(np.sqrt(n_factors * np.finfo(np.float64).tiny))
-            norms = (xp.sqrt((user_abs * user_abs).sum(axis=1)) + slack) * (item_norm_max + slack)
+            user_norm = xp.sqrt((user_abs * user_abs).sum(axis=1)) + slack
+            norms = user_norm * (item_norm_max + slack)
             # (fmin: an overflowed user norm times items of norm 0 is NaN, and bounds nothing)
             scale = xp.fmin(scale, norms * (1.0 + 4.0 * _gamma(n_factors + 2, 2.0**-53)))
         scale = scale + bias_abs_max
@@ -125,7 +129,13 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     else:
         gamma = _gamma(n_factors + 2, float(finfo.eps) / 2)
     gamma += _gamma(n_factors + 2, 2.0**-53)
-    return 2.0 * (gamma * scale + absolute)
+    tol = 2.0 * (gamma * scale + absolute)
+    if not item_terms:
+        return tol
+    with np.errstate(over="ignore", invalid="ignore"):  # p n_j + q: 2 (gamma scale_j + absolute), as above
+        p = 2.0 * gamma * (1.0 + 4.0 * _gamma(n_factors + 2, 2.0**-53)) * user_norm
+        q = p * slack + 2.0 * (gamma * bias_abs_max + absolute)
+    return tol, xp.concatenate([p, xp.broadcast_to(q, p.shape)])
 
 
 _TF32_MASK = 0xFFFFE000  # the sign, exponent and 10 mantissa bits of a float32: a TF32 number

@@ -485,6 +485,16 @@ class Problem:
         item_abs_max, bias_abs_max = magnitudes(self.B, self.bias if self.bias is not None else np.zeros(0))
         return score_tolerance(self.A[batch], item_abs_max, bias_abs_max, self.dtype, tf32)
 
+    def fused_bound(self, batch, tf32=False):
+        """(tol, item_norm, item_terms): the bound of the fused launch, as FactorScores makes it
+        (the largest item norm in the per-user bound, each item's in the per-item terms)."""
+        item_abs_max, bias_abs_max = magnitudes(self.B, self.bias if self.bias is not None else np.zeros(0))
+        item_norm = np.empty(self.n_items)
+        gpu_model.row_norms(None, None, (self.B, np.int64(self.n_items), np.int64(self.B.shape[1]), item_norm))
+        tol, terms = score_tolerance(self.A[batch], item_abs_max, bias_abs_max, self.dtype, "fused" if tf32 else False,
+                                     max_row_norm(self.B), item_terms=True)
+        return tol, item_norm, terms
+
     def tile(self, batch, begin, n):
         """(scores, leading dimension, given) of items begin .. begin + n - 1, as _gpu.py's scorers."""
         if self.mode == "given":
@@ -551,7 +561,7 @@ class Problem:
         grid = (-(-nb // _gpu.FUSED_USERS), -(-self.n_items // span))
         return [(grid, (256,), (np.ascontiguousarray(self.A[batch]), B, n_factors, bias, np.int64(self.n_items),
                                 np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices, tests_begin,
-                                scores, keys, *outputs, self.tolerance(batch, "fused" if tf32 else False),
+                                scores, keys, *outputs, *self.fused_bound(batch, tf32),
                                 np.uint64(self.seed), np.int32(self.noise)))], outputs
 
     def fused_topk_launches(self, batch, span, threshold, overflow=None):
@@ -999,6 +1009,29 @@ def test_max_row_norm_sq_equals_the_model_and_bounds_the_norms(real, dtype, n_ro
     assert got.view(np.float64)[0] == 2 * float(np.finfo(dtype).smallest_subnormal) ** 2  # not flushed to 0
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_rows, n_cols, blocks", [(1000, 5, 2), (300, 64, 1), (7, 1, 1)])
+def test_row_norms_equal_the_model_and_bound_the_norms(real, dtype, n_rows, n_cols, blocks):
+    """kernels/magnitudes.cu's norm of each row (as FactorScores.item_norms launches it: a
+    grid-stride loop) equals the NumPy model exactly, +inf for a row with a NaN or an infinity;
+    within a few units of float64 of each finite row's exact norm, as score_tolerance's item
+    terms allow (its 4 gamma_(F+2))."""
+    rng = np.random.default_rng(n_rows * n_cols)
+    X = (rng.standard_normal((n_rows, n_cols)) * 10.0 ** rng.integers(-3, 4, size=(n_rows, n_cols))).astype(dtype)
+    X[0, 0], X[1, -1], X[2, 0] = np.nan, np.inf, -np.inf
+    suffix = "f32" if dtype == np.float32 else "f64"
+    out = np.full(n_rows, -7.0)
+    launches = [((blocks,), (256,), (X, np.int64(n_rows), np.int64(n_cols), out))]
+    want = run(gpu_model.row_norms, launches, (out,))[0]
+    assert np.isinf(want[:3]).all() and (want[:3] > 0).all()
+    exact = np.array([math.sqrt(math.fsum(float(x) ** 2 for x in row)) for row in X[3:].astype(np.float64)])
+    np.testing.assert_allclose(want[3:], exact, rtol=1e-13)
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["magnitudes"].get_function(f"row_norms_{suffix}"), launches, (out,), schedule=schedule,
+                  block_order=block_order, seed=seed)[0]
+        np.testing.assert_array_equal(got, want, err_msg=schedule)
+
+
 TOPK_CASES = {
     "f64-k5": dict(problem=dict(seed=12), k=5),
     "f32-k5-ties": dict(problem=dict(seed=13, dtype=np.float32, integer=True), k=5),
@@ -1285,6 +1318,57 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     mutated_kernels(tmp_path, file, old, new)
     mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
+
+
+def item_bound_problem(seed=52):
+    """A fused_rank problem where the bound per item matters (float32, no biases): half the items
+    with a 64th of the others' norm, many inside a user's band but outside their own; 200 items
+    that copy a test item's factors (a tie in defined score, whose filter scores differ from it
+    by rounding alone: only the defined score and the tie keys may place them)."""
+    p = Problem(seed=seed, dtype=np.float32, n_users=130, n_items=3000, n_factors=16, bias=False,
+                train_density=0.05, test_density=0.01)
+    rng = np.random.default_rng(seed)
+    p.B[rng.random(p.n_items) < 0.5] *= np.float32(1 / 64)
+    tests = np.flatnonzero(p.test.any(axis=0))
+    copies = rng.choice(np.setdiff1d(np.arange(p.n_items), tests), 200, replace=False)
+    p.B[copies] = p.B[rng.choice(tests, 200)]
+    return p
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_fused_rank_with_the_bound_per_item_equals_the_model(real, tf32):
+    """A deferred item checked against its own bound (p n_j + q) before its defined score is
+    counted where the defined score would count it, or still deferred: the model's counts."""
+    p = item_bound_problem()
+    launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768, tf32=tf32)
+    want = run(gpu_model.fused_rank, launches, outputs)
+    assert not caught(real["fused_rank"].get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}"), launches, outputs,
+                      want, counts_and_flags)
+
+
+def counts_and_flags(outputs):
+    """The outputs that do not depend on the filter's rounding: the counts, whether each pool is
+    finite (the pool's minimum and maximum are filter scores, as BLAS's and the kernel's differ)."""
+    return [outputs[0].tolist(), pool(*outputs[1:])[0].tolist()]
+
+
+ITEM_BOUND_MUTANTS = {  # (file, old, new): the check of a deferred item against its own bound
+    "an item's own bound far too tight (ties placed by rounding)": (
+        "fused_rank_body.cuh", "const double own = fma(", "const double own = 0x1p-30 * fma("),
+    "an item placed by its own bound counted from the other end (the check places items)": (
+        "fused_rank_body.cuh", "if (in_shared) gr_add_count(counts, c);", "if (in_shared) gr_add_count(counts, m - 1 - c);"),
+}
+
+
+@pytest.mark.parametrize("mutant", ITEM_BOUND_MUTANTS)
+def test_fused_rank_item_bound_mutants_are_caught(mutant, tmp_path):
+    p = item_bound_problem()
+    launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
+    want = run(gpu_model.fused_rank, launches, outputs)
+    file, old, new = ITEM_BOUND_MUTANTS[mutant]
+    mutated_kernels(tmp_path, file, old, new)
+    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, counts_and_flags)
 
 
 TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh's TF32 tile, TensorTile)

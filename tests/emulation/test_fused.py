@@ -244,20 +244,23 @@ def test_spans():
 
 def test_a_batch_needs_no_score_tile(monkeypatch):
     """max_memory: with the fused kernel a batch holds no score tile, so its users are bounded
-    by their factors, the bound's temporaries and their test items alone; the same budget
-    gives the tile path batches of a quarter of them (a 1,000-item tile row is 4,000 bytes)."""
+    by their factors, the bound's temporaries and their test items alone (besides the items'
+    norms, 8 bytes an item once); the same budget gives the tile path batches of about a
+    quarter of them (a 1,000-item tile row is 4,000 bytes)."""
     X_train, X_test, A, B, _ = problem(10, n_users=60)
     scorer_bytes = 8 * A.shape[1] * 4  # FactorScores.bytes_per_user
     per_user = scorer_bytes + 32 * int(np.diff(X_test.indptr).max()) + 64
-    budget = 16 * (4 * N_ITEMS + per_user)  # the tile path: 16 users a batch
-    assert budget // per_user >= 59
+    budget = 16 * (4 * N_ITEMS + per_user) + 8 * N_ITEMS
+    assert (budget - 8 * N_ITEMS) // per_user >= 59  # FactorScores.fixed_bytes: the items' norms
+    tile_rows = budget // (4 * N_ITEMS + per_user)
+    assert tile_rows == 17
     with emulated_device(monkeypatch) as cupy:
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
         assert fused_grids(cupy) == [(1, 4)]  # the 59 users with test items in one batch
         cupy.launches.clear()
         monkeypatch.setattr(_gpu, "FUSED", False)
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
-    assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [16] * 3 + [11]
+    assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [17] * 3 + [8]
 
 
 def fused_topk_launches(cupy):

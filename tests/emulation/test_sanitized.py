@@ -93,7 +93,8 @@ if "exact_scores" in FILES:
         np.testing.assert_array_equal(g, w)
 X = np.random.default_rng(36).standard_normal((300, 5)).astype(np.float32)
 for kernel, out, extra in () if "magnitudes" not in FILES else (("abs_max_columns", np.zeros(5, dtype=np.uint64), (np.int64(100),)),  # 3 blocks of 100 rows
-                           ("max_row_norm_sq", np.zeros(1, dtype=np.uint64), ())):
+                           ("max_row_norm_sq", np.zeros(1, dtype=np.uint64), ()),
+                           ("row_norms", np.zeros(300), ())):
     launches = [((3,), (256,), (X, np.int64(300), np.int64(5), *extra, out))]
     got = run(sanitized["magnitudes"].get_function(f"{kernel}_f32"), launches, (out,), schedule="shuffle")
     np.testing.assert_array_equal(got[0], run(getattr(gpu_model, kernel), launches, (out,))[0])

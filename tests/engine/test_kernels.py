@@ -37,7 +37,7 @@ NVRTC, NVRTC_MISSING = nvrtc.library()
 BOTH = ("_f32", "_f64")
 ENTRIES = {"rank_tile": [f"rank_tile{s}" for s in BOTH], "topk_tile": [f"topk_tile{s}" for s in BOTH],
            "exact_scores": [f"{name}{s}" for name in ("pair_scores", "finish_batch") for s in BOTH],
-           "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq") for s in BOTH],
+           "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq", "row_norms") for s in BOTH],
            "fused_rank": ["fused_rank_f32", "fused_rank_tf32"]}
 
 
