@@ -1,10 +1,11 @@
 // The magnitudes behind the filter's error bound (gpureco/engine/_scores.py: magnitudes,
 // max_row_norm): per column f of a row-major matrix X (n_rows x n_cols), the largest finite
 // |X[i, f]| (0 where none); and over the rows with no non-finite value, the largest sum of
-// squares (float64, in order); and each row's norm (row_norms, not a reduction). Each as the bits of a double (`out`, zeroed by the caller), in
+// squares (float64, in order). Each as the bits of a double (`out`, zeroed by the caller), in
 // one read of X at memory speed, in place of a reduction per chunk. A maximum does not depend
 // on the order in which it is taken, and the atomics compare the bit patterns of non-negative
 // doubles as integers (the same order), so the result is exact and the same on every run.
+// Also each row's norm (row_norms: no reduction), for the fused kernels' bound of one item.
 #include "common.cuh"
 
 #define MAGNITUDE_THREADS 256
@@ -39,8 +40,8 @@ __device__ void abs_max_columns(const T* __restrict__ X, int64_t n_rows, int64_t
 ABS_MAX_COLUMNS(f32, float)
 ABS_MAX_COLUMNS(f64, double)
 
-// max over the rows i of X with no non-finite value of sum_f X[i, f]^2 (float64, in order f =
-// 0 .. n_cols - 1; infinite if it overflows): one thread a row, a grid-stride loop
+// sum_f X[r, f]^2 (float64, in order f = 0 .. n_cols - 1; infinite if it overflows), and
+// whether the row has no non-finite value
 template <typename T>
 __device__ __forceinline__ double gr_row_sum_sq(const T* __restrict__ X, int64_t r, int64_t n_cols, bool& finite) {
     double acc = 0.0;
@@ -53,6 +54,8 @@ __device__ __forceinline__ double gr_row_sum_sq(const T* __restrict__ X, int64_t
     return acc;
 }
 
+// max over the rows of X with no non-finite value of their sums of squares: one thread a row,
+// a grid-stride loop
 template <typename T>
 __device__ void max_row_norm_sq(const T* __restrict__ X, int64_t n_rows, int64_t n_cols, uint64_t* __restrict__ out) {
     double mx = 0.0;
