@@ -67,14 +67,15 @@ __device__ void max_row_norm_sq(const T* __restrict__ X, int64_t n_rows, int64_t
     if (mx > 0.0) atomicMax((unsigned long long*)out, (unsigned long long)(gr_order_key(mx) & 0x7FFFFFFFFFFFFFFFULL));
 }
 
-#define MAX_ROW_NORM_SQ(SUFFIX, T)                                                                              \
-    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) max_row_norm_sq_##SUFFIX(                  \
-        const T* X, int64_t n_rows, int64_t n_cols, uint64_t* out) {                                          \
-        max_row_norm_sq<T>(X, n_rows, n_cols, out);                                                           \
+// the kernels over the rows of X (one thread a row): NAME_SUFFIX(X, n_rows, n_cols, out)
+#define ROWS_KERNEL(NAME, SUFFIX, T, OUT)                                                                      \
+    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) NAME##_##SUFFIX(                           \
+        const T* X, int64_t n_rows, int64_t n_cols, OUT* out) {                                               \
+        NAME<T>(X, n_rows, n_cols, out);                                                                      \
     }
 
-MAX_ROW_NORM_SQ(f32, float)
-MAX_ROW_NORM_SQ(f64, double)
+ROWS_KERNEL(max_row_norm_sq, f32, float, uint64_t)
+ROWS_KERNEL(max_row_norm_sq, f64, double, uint64_t)
 
 // each row's norm: the square root of its sum of squares as max_row_norm_sq adds them (+inf for
 // a row with a non-finite value, whose scores are not finite either): the fused kernels' bound
@@ -88,11 +89,5 @@ __device__ void row_norms(const T* __restrict__ X, int64_t n_rows, int64_t n_col
     }
 }
 
-#define ROW_NORMS(SUFFIX, T)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) row_norms_##SUFFIX(                        \
-        const T* X, int64_t n_rows, int64_t n_cols, double* out) {                                            \
-        row_norms<T>(X, n_rows, n_cols, out);                                                                 \
-    }
-
-ROW_NORMS(f32, float)
-ROW_NORMS(f64, double)
+ROWS_KERNEL(row_norms, f32, float, double)
+ROWS_KERNEL(row_norms, f64, double, double)

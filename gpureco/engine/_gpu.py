@@ -146,16 +146,10 @@ class FactorScores:
                                "fused" if tensor else self.tf32, self.item_norm_max, item_terms)
 
     def item_norms(self):
-        """Each item's norm (kernels/magnitudes.cu row_norms), for the fused kernels' bound per
-        item: one pass over B, at the first fused batch."""
+        """Each item's norm (row_norms), for the fused kernels' bound per item: at the first
+        fused batch."""
         if self._item_norms is None:
-            cp = _backend.cupy()
-            self._item_norms = cp.empty(self.B.shape[0])
-            if self.B.shape[0]:
-                blocks = int(min(4096, (self.B.shape[0] + MAGNITUDE_THREADS - 1) // MAGNITUDE_THREADS))
-                kernel("magnitudes", f"row_norms_{self.suffix}")(
-                    (blocks,), (MAGNITUDE_THREADS,), (self.B, np.int64(self.B.shape[0]), np.int64(self.n_factors),
-                                                      self._item_norms))
+            self._item_norms = row_norms(self.B)
         return self._item_norms
 
     def tile(self, user_rows, begin, n, buffer):
@@ -224,14 +218,26 @@ def max_row_norm(X):
     """_scores.max_row_norm on the device (0-d float64; squares that underflow are allowed for
     by score_tolerance, as there): the sum of squares in order, one
     thread a row, in one pass of kernels/magnitudes.cu, no host synchronisation."""
-    cp = _backend.cupy()
-    out = cp.zeros(1, dtype=cp.uint64)
-    if X.shape[0] and X.shape[1]:
-        suffix = "f32" if X.dtype == np.float32 else "f64"
+    out = _backend.cupy().zeros(1, dtype=np.uint64)
+    if X.shape[1]:
+        _over_rows("max_row_norm_sq", X, out)
+    return _backend.cupy().sqrt(out.view(np.float64)[0])
+
+
+def row_norms(X):
+    """Each row's norm (float64; +inf for a row with a non-finite value): its sum of squares
+    in order, as max_row_norm's, and its square root, in one pass of kernels/magnitudes.cu."""
+    out = _backend.cupy().empty(X.shape[0])
+    _over_rows("row_norms", X, out)
+    return out
+
+
+def _over_rows(name, X, out):
+    """A kernels/magnitudes.cu kernel over the rows of X, one thread a row (a grid-stride loop)."""
+    if X.shape[0]:
         blocks = int(min(4096, (X.shape[0] + MAGNITUDE_THREADS - 1) // MAGNITUDE_THREADS))
-        kernel("magnitudes", f"max_row_norm_sq_{suffix}")(
+        kernel("magnitudes", f"{name}_{'f32' if X.dtype == np.float32 else 'f64'}")(
             (blocks,), (MAGNITUDE_THREADS,), (X, np.int64(X.shape[0]), np.int64(X.shape[1]), out))
-    return cp.sqrt(out.view(cp.float64)[0])
 
 
 def _pair_scores(scorer, users, items, seed, noise, compute_scores):

@@ -1158,6 +1158,12 @@ def mutated_kernels(folder, file, old, new, occurrence=1):
     return folder
 
 
+def mutated_module(tmp_path, name, file, old, new, occurrence=1):
+    """kernels/<name>.cu compiled from a copy of kernels/ with `file` mutated."""
+    mutated_kernels(tmp_path, file, old, new, occurrence)
+    return module(name, (tmp_path / f"{name}.cu").read_text(), include=tmp_path)
+
+
 def caught(kernel, launches, outputs, want, compare):
     """Whether the kernel, under some schedule, raises EmulationError or gives another result (a
     race shows under the schedules that run its threads in the wrong order; the unmutated kernels
@@ -1200,9 +1206,7 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     want = run(gpu_model.rank_tile, launches, outputs)
     original = real["rank_tile"].get_function("rank_tile_f64")
     assert not caught(original, launches, outputs, want, rank_outputs)
-    file, old, new, occurrence = RANK_MUTANTS[mutant]
-    mutated_kernels(tmp_path, file, old, new, occurrence)
-    mutated = module("rank_tile", (tmp_path / "rank_tile.cu").read_text(), include=tmp_path)
+    mutated = mutated_module(tmp_path, "rank_tile", *RANK_MUTANTS[mutant])
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
 
 
@@ -1314,9 +1318,7 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
     want = run(gpu_model.fused_rank, launches, outputs)
     assert not caught(real["fused_rank"].get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
-    file, old, new = FUSED_MUTANTS[mutant]
-    mutated_kernels(tmp_path, file, old, new)
-    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    mutated = mutated_module(tmp_path, "fused_rank", *FUSED_MUTANTS[mutant])
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
 
 
@@ -1365,9 +1367,7 @@ def test_fused_rank_item_bound_mutants_are_caught(mutant, tmp_path):
     p = item_bound_problem()
     launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
     want = run(gpu_model.fused_rank, launches, outputs)
-    file, old, new = ITEM_BOUND_MUTANTS[mutant]
-    mutated_kernels(tmp_path, file, old, new)
-    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    mutated = mutated_module(tmp_path, "fused_rank", *ITEM_BOUND_MUTANTS[mutant])
     assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, counts_and_flags)
 
 
@@ -1414,9 +1414,7 @@ def test_fused_rank_tf32_mutants_are_caught(mutant, tmp_path, tf32_runs):
     """Each seeded bug in fused_rank_tf32's tensor-core tile or its layout gives, under some
     schedule, other counts or flags than the model's on one of tf32_runs' problems (which the
     kernel itself passes: the test above)."""
-    file, old, new = TF32_MUTANTS[mutant]
-    mutated_kernels(tmp_path, file, old, new)
-    mutated = module("fused_rank", (tmp_path / "fused_rank.cu").read_text(), include=tmp_path)
+    mutated = mutated_module(tmp_path, "fused_rank", *TF32_MUTANTS[mutant])
     assert any(caught(mutated.get_function("fused_rank_tf32"), *r) for r in tf32_runs)
 
 
@@ -1437,8 +1435,7 @@ FUSED_TOPK_MUTANTS = {  # (old, new, occurrence) in topk_tile.cu
 @pytest.mark.parametrize("mutant", FUSED_TOPK_MUTANTS)
 def test_fused_topk_mutants_are_caught(real, mutant, tmp_path):
     old, new, occurrence = FUSED_TOPK_MUTANTS[mutant]
-    mutated_kernels(tmp_path, "topk_tile.cu", old, new, occurrence)
-    mutated = module("topk_tile", (tmp_path / "topk_tile.cu").read_text(), include=tmp_path)
+    mutated = mutated_module(tmp_path, "topk_tile", "topk_tile.cu", old, new, occurrence)
     if "finish" in mutant:  # topk_finish after the tiles, as in test_topk_finish_equals_the_model
         finish, tiles = Problem(seed=49, n_users=7, n_items=9000).topk_finish_launch(np.arange(7, dtype=np.int64),
                                                                                     5000, 10)
