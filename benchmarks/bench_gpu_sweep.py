@@ -12,11 +12,14 @@
 2. Training-loop sizes: 943 x 1,682 x 32 and 5,000 x 20,000 x 64, all ten metrics at
    K = 10: calc_reco_metrics(output="cupy") and an Evaluator built once and called with
    the factors, in milliseconds (host work, launches and validation included), default
-   and fused. Target: 3 ms at 943 x 1,682.
-3. top_k at K = 10, 100 and 1,000 on the 1M-item problem, with cuBLAS tiles and fused
-   (_gpu.FUSED: fused_topk after a sample; its lists must equal the tiles'), against
-   torch.matmul + torch.topk over the same batches (no masking, no tie rule; skipped
-   without torch on the GPU). Target: twice as fast.
+   and fused. Target: 3 ms at 943 x 1,682. Where an Evaluator call's milliseconds go
+   there: a host profile (cProfile over 50 calls, each synchronised) of each mode, the
+   functions that take the most time of their own and gpureco's by their cumulative time.
+3. top_k at K = 10, 100 and 1,000 on the 1M-item problem, with cuBLAS tiles, fused
+   (_gpu.FUSED: fused_topk_f32 after a sample) and fused in TF32 mode (fused_topk_tf32,
+   tensor cores), whose lists must equal the tiles', against torch.matmul + torch.topk
+   over the same batches (no masking, no tie rule; skipped without torch on the GPU).
+   Target: twice as fast.
 
 Each time is the best of --repeats runs after a warm-up, the device synchronised. Writes
 <out>/gpu_sweep_<date>.json and .md with device, commit and command.
@@ -56,6 +59,32 @@ def best_of(cp, fn, repeats):
         cp.cuda.Device().synchronize()
         times.append(time.perf_counter() - start)
     return min(times), out
+
+
+def host_profile(cp, call, calls=50, top=10):
+    """Where a call's milliseconds go: cProfile over `calls` calls after a warm-up, the device
+    synchronised after each (its wait is the synchronize's own time). {"own": the `top`
+    functions by time of their own, "gpureco": gpureco's by cumulative time}, each
+    [function, ms per call, calls per call]. cProfile's own cost inflates the figures (more
+    for many small Python calls): read the shares."""
+    import cProfile
+    import pstats
+    call()
+    cp.cuda.Device().synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+        cp.cuda.Device().synchronize()
+    profiler.disable()
+    rows = [(file, f"{os.path.basename(file)}:{line} {name}", own, total, n)
+            for (file, line, name), (_, n, own, total, _) in pstats.Stats(profiler).stats.items()]
+
+    def listed(chosen, key):
+        chosen = sorted(chosen, key=lambda r: -r[key])[:top]
+        return [[r[1], round(r[key] * 1e3 / calls, 4), round(r[4] / calls, 2)] for r in chosen]
+    return {"own": listed(rows, 2),
+            "gpureco": listed([r for r in rows if f"{os.sep}gpureco{os.sep}" in r[0]], 3)}
 
 
 def gemm_floor(cp, _gpu, A, B):
@@ -115,8 +144,10 @@ def small(cp, _gpu, args):
                 X_train, X_test, A, B, k=10, all_metrics=True, output="cupy", device="gpu")), args.repeats)
             evaluator = gpureco.Evaluator(X_test, X_train, METRICS, 10, device="gpu", output="cupy")
             ev_seconds, _ = best_of(cp, lambda: in_mode(_gpu, mode, lambda tf32: evaluator(A, B)), args.repeats)
+            profile = host_profile(cp, lambda: in_mode(_gpu, mode, lambda tf32: evaluator(A, B))) \
+                if (users, items) == (943, 1_682) else None
             rows.append(dict(users=users, items=items, factors=factors, mode=mode,
-                             calc_reco_metrics_ms=seconds * 1e3, evaluator_ms=ev_seconds * 1e3))
+                             calc_reco_metrics_ms=seconds * 1e3, evaluator_ms=ev_seconds * 1e3, profile=profile))
             print(rows[-1], flush=True)
     return rows
 
@@ -144,9 +175,9 @@ def top_k(cp, _gpu, args):
                 torch.cuda.synchronize()
             theirs, _ = best_of(cp, torch_top_k, args.repeats)
         lists = {}
-        for mode in ("tiles", "fused"):
+        for mode in ("tiles", "fused", "fused-tf32"):
             ours, lists[mode] = best_of(cp, lambda: in_mode(_gpu, mode, lambda tf32: gpureco.top_k(
-                A, B, k, X_train=X_train, device="gpu", output="cupy")), args.repeats)
+                A, B, k, X_train=X_train, device="gpu", output="cupy", tf32=tf32)), args.repeats)
             identical = mode == "tiles" or all(bool((x == y).all()) for x, y in zip(lists[mode], lists["tiles"]))
             rows.append(dict(users=users, items=items, factors=factors, k=k, mode=mode, gpureco_seconds=ours,
                              torch_seconds=theirs, speedup=None if theirs is None else theirs / ours,
@@ -196,7 +227,7 @@ def main(argv=None):
             best(topk_rows, lambda r: r["k"] == k, "speedup", max) is not None
             and best(topk_rows, lambda r: r["k"] == k, "speedup", max) >= 2 for k in {r["k"] for r in topk_rows})
         if topk_rows else None,
-        "top_k lists identical in both modes": all(r["identical"] for r in topk_rows),
+        "top_k lists identical in every mode": all(r["identical"] for r in topk_rows),
     }
     lines = [f"# GPU sweep {info['date']}", "", f"Device: {device}; commit {info['commit']}",
              f"Command: `{info['command']}`", "", "Best of {} runs after a warm-up.".format(args.repeats), "",
@@ -207,6 +238,15 @@ def main(argv=None):
     lines += ["", "| users x items x F | mode | calc_reco_metrics ms | Evaluator ms |", "|---|---|---:|---:|"]
     lines += [f"| {r['users']:,} x {r['items']:,} x {r['factors']} | {r['mode']} | {r['calc_reco_metrics_ms']:.2f} | "
               f"{r['evaluator_ms']:.2f} |" for r in small_rows]
+    for r in small_rows:
+        if r.get("profile"):
+            lines += ["", f"Host profile of an Evaluator call, {r['users']:,} x {r['items']:,} x {r['factors']}, "
+                      f"{r['mode']} (ms per call: own time; gpureco's functions: cumulative)", "",
+                      "| function (own time) | ms | calls | gpureco function (cumulative) | ms | calls |",
+                      "|---|---:|---:|---|---:|---:|"]
+            ours = r["profile"]["gpureco"] + [["", "", ""]] * len(r["profile"]["own"])
+            for (f, ms, n), (g, g_ms, g_n) in zip(r["profile"]["own"], ours):
+                lines.append(f"| `{f}` | {ms} | {n} | {'`' + g + '`' if g else ''} | {g_ms} | {g_n} |")
     lines += ["", "| top_k users x items x F | K | mode | gpureco s | torch.matmul + topk s | speed-up | lists as the "
               "tiles' |", "|---|---:|---|---:|---:|---:|---|"]
     lines += [f"| {r['users']:,} x {r['items']:,} x {r['factors']} | {r['k']} | {r['mode']} | "

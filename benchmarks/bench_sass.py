@@ -29,7 +29,7 @@ sys.path[:0] = [HERE, ROOT]
 from bench_cpu import git_commit, write_results  # noqa: E402
 
 FILES = {"rank_tile_f32": "rank_tile", "rank_tile_f64": "rank_tile", "fused_rank_f32": "fused_rank", "fused_rank_tf32": "fused_rank",
-         "finish_batch_f32": "exact_scores", "topk_tile_f32": "topk_tile", "fused_topk_f32": "topk_tile",
+         "finish_batch_f32": "exact_scores", "topk_tile_f32": "topk_tile", "fused_topk_f32": "topk_tile", "fused_topk_tf32": "topk_tile",
          "topk_finish": "topk_tile"}
 LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 PTXAS = re.compile(r"Compiling entry function '(\w+)'|Used (\d+) registers.*?(\d+) bytes smem|"

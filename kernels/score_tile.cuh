@@ -1,4 +1,4 @@
-// The fused kernels' scoring (fused_rank.cu, fused_topk.cu): a block's FUSED_USERS rows times
+// The fused kernels' scoring (fused_rank.cu, topk_tile.cu's fused_topk): a block's FUSED_USERS rows times
 // FUSED_ITEMS items of float32 filter scores, multiplied through shared memory FUSED_STEP
 // factors at a time (double-buffered, whole steps unrolled), each of the FUSED_THREADS
 // threads holding 8 x 8 scores in registers. A filter score is a float32 fused multiply-add
@@ -295,3 +295,74 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
         }
     }
 }
+
+// The two ways a fused kernel's block scores its tile (fused_rank_f32 and fused_topk_f32 by FMA
+// chains, fused_rank_tf32 and fused_topk_tf32 on tensor cores), and which of its scores each
+// thread holds: 8 rounds of 8 items of one row, round rho: row(rho), its items col(rho, j)
+// (j < 8), pool(...) the bits j of those in the row's pool. A row's items of the tile are with
+// the lanes of one warp that differ from each other in the lane bits SHARE_MASK only (and with
+// no other thread).
+struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >> 4, t & 15), rows gr_tile_row(ty, rho)
+    using Factors = TileFactors;
+    static constexpr int SHARE_MASK = 15;  // a half-warp
+    int ty, tx;
+    __device__ __forceinline__ explicit FmaTile(int t) : ty(t >> 4), tx(t & 15) {}
+    __device__ __forceinline__ int row(int rho) const { return gr_tile_row(ty, rho); }
+    __device__ __forceinline__ int col(int, int j) const { return gr_tile_col(tx, j); }
+    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int, int64_t j0, int64_t span_end) const {
+        return gr_tile_pool(bits, tx, j0, span_end);
+    }
+    // scores[rho][j]: the filter score of row(rho) and item col(rho, j) of the tile at j0, plus
+    // the item's bias (tile_bias, null for none) in float
+    __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
+                                          int64_t n_factors, const float* tile_bias, float (&scores)[8][8]) const {
+        const int64_t item = j0 + (threadIdx.x >> 1);  // gr_score_tile: thread t loads item t >> 1
+        float acc[8][8];
+        gr_score_tile(sm, a_row, item < span_end ? B + item * n_factors : nullptr, n_factors, acc);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float bj = tile_bias ? tile_bias[col(0, j)] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) scores[i][j] = tile_bias ? acc[i][j] + bj : acc[i][j];
+        }
+    }
+};
+
+// TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w, round rho: row 16 w + 8 (rho >> 2) +
+// 2 q + (rho >> 1 & 1), items 64 (rho & 1) + 16 (j >> 1) + 8 (j & 1) + g
+struct TensorTile {
+    using Factors = TileFactorsTF32;
+    static constexpr int SHARE_MASK = 28;  // the lanes of one q
+    int r0, g;
+    __device__ __forceinline__ explicit TensorTile(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
+    __device__ __forceinline__ int row(int rho) const { return r0 + 8 * (rho >> 2) + ((rho >> 1) & 1); }
+    __device__ __forceinline__ int col(int rho, int j) const { return 64 * (rho & 1) + 16 * (j >> 1) + 8 * (j & 1) + g; }
+    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
+        uint32_t in_span = 0xFFu;
+        if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
+            in_span = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(rho, j) < span_end - j0) << j;
+        }
+        // items 64 (rho & 1) + 32 h + 8 k + g (h < 2, k < 4): bit 8 k of word 2 (rho & 1) + h, shifted by g
+        const auto four = [](uint32_t w) { return (w & 1u) | ((w >> 7) & 2u) | ((w >> 14) & 4u) | ((w >> 21) & 8u); };
+        const uint32_t trained = four(bits[2 * (rho & 1)] >> g) | four(bits[2 * (rho & 1) + 1] >> g) << 4;
+        return in_span & ~trained;
+    }
+    __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
+                                          int64_t n_factors, const float* tile_bias, float (&scores)[8][8]) const {
+        const int li = threadIdx.x >> 2;  // gr_score_tile_tf32: thread t loads items 16 m + g', + 8 (li = 8 m + g')
+        const int64_t item = j0 + 16 * (li >> 3) + (li & 7);
+        float acc[8][2][4];
+        gr_score_tile_tf32(sm, a_row, item < span_end ? B + item * n_factors : nullptr,
+                           item + 8 < span_end ? B + (item + 8) * n_factors : nullptr, n_factors, acc);
+#pragma unroll
+        for (int rho = 0; rho < 8; ++rho)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {  // acc[m][n][2 f + e]: item 16 m + g + 8 f, row r0 + 8 n + e
+                const int i = rho >> 1;
+                const float s = acc[4 * (rho & 1) + (j >> 1)][i >> 1][2 * (j & 1) + (i & 1)];
+                scores[rho][j] = tile_bias ? s + tile_bias[col(rho, j)] : s;
+            }
+    }
+};

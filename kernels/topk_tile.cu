@@ -7,7 +7,7 @@
 // filter scores are not all finite (a float32 overflow bounds nothing), is flagged and
 // ranked by the slower full-row path.
 #include "common.cuh"
-#include "score_tile.cuh"  // fused_topk_f32
+#include "score_tile.cuh"  // fused_topk
 
 #define TOPK_THREADS 1024
 #define TOPK_CHUNK 4096  // items examined between two checks of the free space
@@ -210,15 +210,18 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
 
 // Top-K candidates fused with the scoring, for float32 factor models: topk_tile's buffers
 // filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
-// that no score tile is written or read. Each batch row r comes with threshold[r], a float at
-// or below tau - 2 tol, where tau is a lower bound of the user's k-th largest filter score
-// (topk_tile and topk_finish over a sample of the items): every pool item whose filter score
-// reaches it is appended to the user's buffer (global atomics: any order; the host sorts the
-// candidates by defined score and key), up to TOPK_CAPACITY (count keeps counting past it:
-// topk_finish then flags the user). A pool score that is not finite flags the user for the
-// full-row path, as in topk_tile. An overflowed user (overflow[b] set before the launch) is
-// skipped. One block takes FUSED_USERS rows and a span of items; the bias is added, and the
-// threshold compared, in float (a flush to zero under -ftz=true only ever adds candidates).
+// that no score tile is written or read; fused_topk_f32 scores by float32 FMA chains (FmaTile),
+// fused_topk_tf32, TF32 mode, on tensor cores (TensorTile). Each batch row r comes with
+// threshold[r], a float at or below the user's k-th largest defined score less the kernel's
+// filter bound (tau - 2 tol, where tau is the k-th largest filter score of a sample of the
+// items, from topk_tile and topk_finish, and tol the larger of the two filters' bounds): every
+// pool item whose filter score reaches it is appended to the user's buffer (global atomics: any
+// order; the host sorts the candidates by defined score and key), up to TOPK_CAPACITY (count
+// keeps counting past it: topk_finish then flags the user). A pool score that is not finite
+// flags the user for the full-row path, as in topk_tile. An overflowed user (overflow[b] set
+// before the launch) is skipped. One block takes FUSED_USERS rows and a span of items; the bias
+// is added, and the threshold compared, in float (a flush to zero under -ftz=true only ever
+// adds candidates).
 __device__ __forceinline__ void topk_append(int64_t b, float s, int64_t item, double* cand_scores, int32_t* cand_items,
                                         int32_t* count) {
     const int p = atomicAdd(&count[b], 1);
@@ -228,13 +231,16 @@ __device__ __forceinline__ void topk_append(int64_t b, float s, int64_t item, do
     }
 }
 
-extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
-    const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
-    int64_t n_items, int64_t span, int64_t nb, const int64_t* __restrict__ users,
-    const int64_t* __restrict__ train_indptr, const int32_t* __restrict__ train_indices,
-    const float* __restrict__ threshold, double* __restrict__ cand_scores, int32_t* __restrict__ cand_items,
-    int32_t* __restrict__ count, int32_t* __restrict__ overflow) {
-    __shared__ TileFactors tile_factors;
+#define GR_FUSED_TOPK_ARGS                                                                                          \
+    const float *__restrict__ U, const float *__restrict__ B, int64_t n_factors, const double *__restrict__ bias,  \
+        int64_t n_items, int64_t span, int64_t nb, const int64_t *__restrict__ users,                               \
+        const int64_t *__restrict__ train_indptr, const int32_t *__restrict__ train_indices,                        \
+        const float *__restrict__ threshold, double *__restrict__ cand_scores, int32_t *__restrict__ cand_items,    \
+        int32_t *__restrict__ count, int32_t *__restrict__ overflow
+
+template <typename Tile>
+__device__ __forceinline__ void fused_topk(GR_FUSED_TOPK_ARGS) {
+    __shared__ typename Tile::Factors tile_factors;
     __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
     __shared__ float sh_bias[FUSED_ITEMS];
     __shared__ float sh_threshold[FUSED_USERS];
@@ -245,7 +251,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
     if (b0 >= nb || span_begin >= n_items) return;
     const int64_t span_end = min(n_items, span_begin + span);
     const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
-    const int t = threadIdx.x, ty = t >> 4, tx = t & 15;
+    const int t = threadIdx.x;
+    const Tile tile(t);  // this thread's scores of a tile: rounds rho < 8, row tile.row(rho), items tile.col(rho, j < 8)
 
     // thread r < FUSED_USERS: row r's threshold (+inf: nothing is a candidate) and training items
     RowTraining training;
@@ -259,22 +266,25 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
         sh_threshold[t] = at_least;
     }
 
-    const int lr = t >> 1;  // thread t loads the factors of row lr and of the tile's item lr
+    const int lr = t >> 1;  // thread t loads the factors of row lr (both tiles' loaders)
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
         if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
+        // the scores without their biases, each added where it is compared (in float): kept, the
+        // fast check's 64 compares would be held for the full path, at some instructions a score
         float acc[8][8];
-        gr_score_tile(tile_factors, a_row, j0 + lr < span_end ? B + (j0 + lr) * n_factors : nullptr, n_factors, acc);
+        tile.score(tile_factors, a_row, B, j0, span_end, n_factors, nullptr, acc);
+        const auto score = [&](int i, int j) { return bias ? acc[i][j] + sh_bias[tile.col(i, j)] : acc[i][j]; };
         // the common case in few instructions a score: no score reaches its row's threshold, and
         // every score is finite (a non-finite one, pool item or not, makes `check` NaN)
         uint32_t hit = 0;
         float check = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const float at_least = sh_threshold[gr_tile_row(ty, i)];
+            const float at_least = sh_threshold[tile.row(i)];
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];
+                const float s = score(i, j);
                 hit |= (uint32_t)(s >= at_least);
                 check = fmaf(s, 0.0f, check);
             }
@@ -282,21 +292,33 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(
         if (hit || check != check) {  // rare once the thresholds are good: each pool score, in full
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                const int r = gr_tile_row(ty, i);
+                const int r = tile.row(i);
                 const float at_least = sh_threshold[r];
-                const uint32_t pool = r < n_rows ? gr_tile_pool(train_bits[r], tx, j0, span_end) : 0u;
+                const uint32_t pool = r < n_rows ? tile.pool(train_bits[r], i, j0, span_end) : 0u;
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
-                    const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];
+                    const float s = score(i, j);
                     if ((pool >> j) & 1u) {
                         if (!isfinite(s))  // the filter overflowed: the full-row path decides
                             atomicOr(&overflow[b0 + r], 1);
                         else if (s >= at_least)
-                            topk_append(b0 + r, s, j0 + gr_tile_col(tx, j), cand_scores, cand_items, count);
+                            topk_append(b0 + r, s, j0 + tile.col(i, j), cand_scores, cand_items, count);
                     }
                 }
             }
         }
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
+}
+
+// float32 factor models: filter scores by float32 FMA chains, within the float32 bound
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(GR_FUSED_TOPK_ARGS) {
+    fused_topk<FmaTile>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
+                        cand_scores, cand_items, count, overflow);
+}
+
+// TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
+extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_tf32(GR_FUSED_TOPK_ARGS) {
+    fused_topk<TensorTile>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
+                           cand_scores, cand_items, count, overflow);
 }

@@ -226,7 +226,7 @@ def topk_finish(grid, block, args):
 
 
 def fused_topk(grid, block, args):
-    """kernels/topk_tile.cu fused_topk_f32: every pool item of a user not flagged before the launch
+    """kernels/topk_tile.cu fused_topk_f32 and fused_topk_tf32: every pool item of a user not flagged before the launch
     whose float32 filter score (U B^T by BLAS, plus the bias in float32) is at least its
     threshold, appended to its buffer (in item order here; the kernel's order is any), count
     going on past TOPK_CAPACITY; a non-finite pool score flags the user."""
@@ -337,7 +337,7 @@ class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile, "topk_finish": topk_finish,
-                 "fused_topk_f32": fused_topk,
+                 "fused_topk_f32": fused_topk, "fused_topk_tf32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
                  "row_norms_f32": row_norms, "row_norms_f64": row_norms,

@@ -34,8 +34,8 @@ FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared mem
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles; TF32 mode on
 # tensor cores, fused_rank_tf32) when set, and
-# top_k inside topk_tile.cu's fused_topk_f32 (after a sample of the items, scored by cuBLAS,
-# bounds each user's k-th largest). Off: proven identical under the emulation, its speed not yet
+# top_k inside topk_tile.cu's fused_topk_f32 (TF32 mode: fused_topk_tf32), after a sample of the
+# items, scored by cuBLAS, bounds each user's k-th largest. Off: proven identical under the emulation, its speed not yet
 # measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
 FUSED = False
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
@@ -77,9 +77,9 @@ def kernel(file, name):
 
 
 def tensor_cores():
-    """Whether the device has TF32 tensor cores (sm_80 on): fused_rank_tf32's mma.sync. Before
-    it, TF32 mode with FUSED takes fused_rank_f32 (the same numbers), where the instruction
-    would be emulated with shuffles."""
+    """Whether the device has TF32 tensor cores (sm_80 on): fused_rank_tf32's and
+    fused_topk_tf32's mma.sync. Before it, TF32 mode with FUSED takes fused_rank_f32 and
+    fused_topk_f32 (the same numbers), where the instruction would be emulated with shuffles."""
     return int(_backend.cupy().cuda.Device().compute_capability) >= 80
 
 
@@ -96,8 +96,9 @@ class FactorScores:
     multiply-adds at up to 7 times the throughput on an H100 (not yet measured). The parts of
     the batch's users are made once per batch, those of the items once per tile. Where FUSED
     scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
-    fused_rank_tf32, the same parts multiplied on tensor cores inside the kernel, within the
-    "fused" bound of score_tolerance; top_k keeps its FP32 fused kernel. The fused rank
+    fused_rank_tf32 and top_k fused_topk_tf32, the same parts multiplied on tensor cores inside
+    the kernel, within the "fused" bound of score_tolerance (top_k's sample still goes through
+    FP32 tiles). The fused rank
     kernels also take each item's norm (item_norms), for the bound of one item that they
     check a deferred item against before its defined score."""
 
@@ -110,8 +111,8 @@ class FactorScores:
         self.suffix = "f32" if self.dtype == np.float32 else "f64"
         self.given = B is None  # a non-personalised model: the biases are the scores
         # TF32 mode splits the cuBLAS tiles; where the fused kernels score the model (no tile at
-        # all), rank_users multiplies on tensor cores in its fused kernel (fused_rank_tf32), and
-        # top_k takes its FP32 fused kernel: the same numbers either way
+        # all), rank_users and top_k multiply on tensor cores in their fused kernels
+        # (fused_rank_tf32, fused_topk_tf32): the same numbers either way
         tf32, fused = bool(tf32) and self.dtype == np.float32, self.fused()
         self.tf32 = tf32 and not fused
         self.tensor = tf32 and fused and tensor_cores()
@@ -138,7 +139,7 @@ class FactorScores:
 
     def tolerance(self, users, user_rows, tensor=False, item_terms=False):
         """Per user, the bound on |filter score - defined score| (user_rows: self.user_rows(users)):
-        cuBLAS's tiles or the fused FP32 kernels, or with `tensor` fused_rank_tf32's; with
+        cuBLAS's tiles or the fused FP32 kernels, or with `tensor` the fused TF32 kernels'; with
         `item_terms`, (bound, terms): the terms of each item's own (score_tolerance)."""
         if self.given:
             return _backend.cupy().zeros(users.shape[0])
@@ -553,15 +554,18 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             finish((nb,), (TOPK_THREADS,), (np.int64(sample_k), tol, cand_scores, cand_items, count, tau, overflow))
             if sample:  # tau: the sample's r-th largest filter score; every item scored again, fused
                 overflow |= count < sample_k  # too few sampled pool items for a threshold: the full-row path
-                threshold = _float_at_most(cp, tau - 2.0 * tol)
+                # tau is at most the k-th largest defined score plus the sample's (FP32) bound; TF32 mode's
+                # fused pass filters within the wider "fused" bound: the larger of the two bounds both
+                fused_tol = cp.maximum(tol, scorer.tolerance(batch, user_rows, tensor=True)) if scorer.tensor else tol
+                threshold = _float_at_most(cp, tau - 2.0 * fused_tol)
                 count.fill(0)
                 grid, span = fused_grid(nb, n_items)
-                kernel("topk_tile", "fused_topk_f32")(
+                kernel("topk_tile", "fused_topk_tf32" if scorer.tensor else "fused_topk_f32")(
                     grid, (FUSED_THREADS,),
                     (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                      np.int64(span), np.int64(nb), batch, train_indptr, train_indices, threshold, cand_scores,
                      cand_items, count, overflow))
-                finish((nb,), (TOPK_THREADS,), (np.int64(k), tol, cand_scores, cand_items, count, tau, overflow))
+                finish((nb,), (TOPK_THREADS,), (np.int64(k), fused_tol, cand_scores, cand_items, count, tau, overflow))
                 # fewer than k reached the threshold (above the catalogue's k-th largest): the full-row path
                 overflow |= count < k
             held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]

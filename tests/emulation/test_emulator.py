@@ -1255,13 +1255,16 @@ def fused_topk_thresholds(p, batch, rng):
     return threshold
 
 
+@pytest.mark.parametrize("name", ["fused_topk_f32", "fused_topk_tf32"])
 @pytest.mark.parametrize("case", FUSED_TOPK_CASES)
-def test_fused_topk_equals_the_model(real, case):
-    """kernels/topk_tile.cu fused_topk_f32: the model's candidates (every pool item at or above
-    the user's threshold) as sets, their count, and the flags (user 1: NaN scores; users flagged
-    before the launch are skipped) under three schedules and block orders. Integer factors: the
-    filter scores are exact, so kernel and model agree on every one. Row blocks, spans, a last
-    tile of part of 128 items, F not a multiple of the factor step."""
+def test_fused_topk_equals_the_model(real, case, name):
+    """kernels/topk_tile.cu fused_topk_f32 and (TF32 mode, on the emulated tensor cores)
+    fused_topk_tf32: the model's candidates (every pool item at or above the user's threshold)
+    as sets, their count, and the flags (user 1: NaN scores; users flagged before the launch are
+    skipped) under three schedules and block orders. Integer factors: the filter scores are
+    exact in both (TF32 parts of small integers have no low half), so kernel and model agree on
+    every one. Row blocks, spans, a last tile of part of 128 items, F not a multiple of the
+    factor step."""
     kw, batch, span = FUSED_TOPK_CASES[case]
     p = Problem(dtype=np.float32, integer=True, **kw)
     rng = np.random.default_rng(kw["seed"])
@@ -1270,20 +1273,21 @@ def test_fused_topk_equals_the_model(real, case):
                                               flagged)
     want = fused_topk_result(run(gpu_model.fused_topk, launches, outputs))
     assert want[1][0] == 1 and sum(r[1] for r in want) > 1000  # the NaN user; candidates
-    kernel = real["topk_tile"].get_function("fused_topk_f32")
+    kernel = real["topk_tile"].get_function(name)
     for schedule, block_order, seed in SCHEDULES:
         got = fused_topk_result(run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed))
         assert got == want, f"{case}, {schedule}"
 
 
-def test_fused_topk_counts_past_its_buffer(real):
+@pytest.mark.parametrize("name", ["fused_topk_f32", "fused_topk_tf32"])
+def test_fused_topk_counts_past_its_buffer(real, name):
     """More candidates than a buffer holds (8,192): count goes on (the host flags the user), the
     buffer holds 8,192 distinct candidates."""
     p = Problem(seed=48, dtype=np.float32, integer=True, n_users=3, n_items=9000, n_factors=2, train_density=0.01)
     batch = np.array([0, 2], dtype=np.int64)  # user 2: every score the bias alone
     launches, outputs = p.fused_topk_launches(batch, 2304, np.full(2, -np.inf))
     want = run(gpu_model.fused_topk, launches, outputs)
-    got = run(real["topk_tile"].get_function("fused_topk_f32"), launches, outputs, schedule="shuffle", seed=2)
+    got = run(real["topk_tile"].get_function(name), launches, outputs, schedule="shuffle", seed=2)
     pool_sizes = 9000 - np.diff(p.train_indptr)[batch]
     np.testing.assert_array_equal(got[2], pool_sizes)
     np.testing.assert_array_equal(got[2], want[2])
@@ -1379,10 +1383,10 @@ TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh
     "the rows' reads unswizzled": ("score_tile.cuh", "const int c = gr_swizzle(q, r0 + 8 * n);",
                                    "const int c = r0 + 8 * n;"),
     "the items' quads from the wrong part": ("score_tile.cuh", "lo = sm.b[1][8 * m + g][q];", "lo = sm.b[0][8 * m + g][q];"),
-    "a lane's items eight apart the other way": ("fused_rank.cu", "16 * (j >> 1) + 8 * (j & 1) + g; }",
+    "a lane's items eight apart the other way": ("score_tile.cuh", "16 * (j >> 1) + 8 * (j & 1) + g; }",
                                                  "16 * (j >> 1) + 8 * (1 - (j & 1)) + g; }"),
-    "the training bits of the upper items": ("fused_rank.cu", "((w >> 7) & 2u)", "((w >> 8) & 2u)"),
-    "a row's statistics mixed with the next row's": ("fused_rank.cu", "static constexpr int SHARE_MASK = 28;",
+    "the training bits of the upper items": ("score_tile.cuh", "((w >> 7) & 2u)", "((w >> 8) & 2u)"),
+    "a row's statistics mixed with the next row's": ("score_tile.cuh", "static constexpr int SHARE_MASK = 28;",
                                                      "static constexpr int SHARE_MASK = 30;"),
 }
 
@@ -1422,8 +1426,8 @@ FUSED_TOPK_MUTANTS = {  # (old, new, occurrence) in topk_tile.cu
     "a candidate equal to the threshold left out": ("else if (s >= at_least)", "else if (s > at_least)", 1),
     "non-finite scores never looked at": ("if (hit || check != check)", "if (hit)", 1),
     "flagged users not skipped": ("if (t < n_rows && !overflow[b0 + t])", "if (t < n_rows)", 1),
-    "a candidate's bias left out": ("const float s = bias ? acc[i][j] + sh_bias[gr_tile_col(tx, j)] : acc[i][j];",
-                                    "const float s = acc[i][j];", 2),
+    "a candidate's bias left out": ("return bias ? acc[i][j] + sh_bias[tile.col(i, j)] : acc[i][j];",
+                                    "return acc[i][j];", 1),
     "the buffer's last slot left empty": ("if (p < TOPK_CAPACITY) {", "if (p + 1 < TOPK_CAPACITY) {", 1),
     "a finished buffer cut below the k-th": ("    topk_shrink(cand_scores + b * TOPK_CAPACITY, cand_items + b * "
                                              "TOPK_CAPACITY, k, 2.0 * tol[b], sh);",
@@ -1448,18 +1452,36 @@ def test_fused_topk_mutants_are_caught(real, mutant, tmp_path):
         launches, outputs = p.fused_topk_launches(np.array([0, 2], dtype=np.int64), 2304, np.full(2, -np.inf))
         compare = fused_topk_held
     else:
-        kw, batch, span = FUSED_TOPK_CASES["one-row-block"]
-        p = Problem(dtype=np.float32, integer=True, **kw)
-        rng = np.random.default_rng(kw["seed"])
-        threshold = fused_topk_thresholds(p, batch, rng)
-        if "non-finite" in mutant:  # no candidate anywhere: a thread's NaN scores alone send it down the full path
-            threshold[:] = np.inf
-        launches, outputs = p.fused_topk_launches(batch.astype(np.int64), span, threshold,
-                                                  rng.random(batch.shape[0]) < 0.1)
+        launches, outputs = fused_topk_case(no_candidates="non-finite" in mutant)
         compare = fused_topk_result
     want = run(gpu_model.fused_topk, launches, outputs)
     assert not caught(real["topk_tile"].get_function("fused_topk_f32"), launches, outputs, want, compare)
     assert caught(mutated.get_function("fused_topk_f32"), launches, outputs, want, compare)
+
+
+def fused_topk_case(no_candidates=False):
+    """The launch of FUSED_TOPK_CASES' "one-row-block" (biases; a tenth of the users flagged before
+    it); with `no_candidates` every threshold +inf (a thread's NaN scores alone send it down the full path)."""
+    kw, batch, span = FUSED_TOPK_CASES["one-row-block"]
+    p = Problem(dtype=np.float32, integer=True, **kw)
+    rng = np.random.default_rng(kw["seed"])
+    threshold = fused_topk_thresholds(p, batch, rng)
+    if no_candidates:
+        threshold[:] = np.inf
+    return p.fused_topk_launches(batch.astype(np.int64), span, threshold, rng.random(batch.shape[0]) < 0.1)
+
+
+@pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way", "the training bits of the upper items",
+                                    "the rows' reads unswizzled", "the items' quads from the wrong part"])
+def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
+    """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core
+    tile and TensorTile's layout): TF32_MUTANTS' seeded bugs there that integer factors can show
+    give it other candidates than the model's (the kernel itself gives the model's)."""
+    launches, outputs = fused_topk_case()
+    want = run(gpu_model.fused_topk, launches, outputs)
+    assert not caught(real["topk_tile"].get_function("fused_topk_tf32"), launches, outputs, want, fused_topk_result)
+    mutated = mutated_module(tmp_path, "topk_tile", *TF32_MUTANTS[mutant])
+    assert caught(mutated.get_function("fused_topk_tf32"), launches, outputs, want, fused_topk_result)
 
 
 def fused_topk_held(outputs):

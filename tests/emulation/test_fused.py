@@ -17,7 +17,7 @@ from conftest import assert_identical, cpu_and_gpu, problem_with_special_users
 from emulation.device import emulated_device
 from emulation.test_emulated_backend import _both_top_k
 from emulation.emulator import have_compiler
-from gpureco.engine import _gpu
+from gpureco.engine import _gpu, _scores
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
 
@@ -184,7 +184,7 @@ def test_only_float32_factor_models_are_fused(monkeypatch):
 
 def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
     """With FUSED, TF32 mode scores float32 factors in fused kernels, no split cuBLAS tile: rank_users
-    in fused_rank_tf32 (tensor cores), top_k in the FP32 fused_topk_f32; the CPU's numbers."""
+    in fused_rank_tf32, top_k in fused_topk_tf32 (tensor cores); the CPU's numbers."""
     X_train, X_test, A, B, bias = problem(9, n_factors=5)
     with emulated_device(monkeypatch) as cupy:
         split = []
@@ -192,18 +192,21 @@ def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias, tf32=True))
         _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias, tf32=True)
     names = {name for name, _, _ in cupy.launches}
-    assert not split and names >= {"fused_rank_tf32", "fused_topk_f32"} and "fused_rank_f32" not in names
+    assert not split and names >= {"fused_rank_tf32", "fused_topk_tf32"}
+    assert not names & {"fused_rank_f32", "fused_topk_f32"}
     assert not any(name.startswith("rank_tile") for name, _, _ in cupy.launches)
 
 
 def test_tf32_mode_before_tensor_cores_takes_the_fp32_kernel(monkeypatch):
-    """A device before sm_80 has no TF32 mma.sync: TF32 mode with FUSED counts in fused_rank_f32."""
+    """A device before sm_80 has no TF32 mma.sync: TF32 mode with FUSED counts in fused_rank_f32
+    and selects in fused_topk_f32."""
     X_train, X_test, A, B, bias = problem(9, n_factors=5)
     with emulated_device(monkeypatch) as cupy:
         monkeypatch.setattr(cupy.cuda.Device, "compute_capability", "75")
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias, tf32=True))
+        _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias, tf32=True)
     names = {name for name, _, _ in cupy.launches}
-    assert "fused_rank_f32" in names and "fused_rank_tf32" not in names
+    assert names >= {"fused_rank_f32", "fused_topk_f32"} and not names & {"fused_rank_tf32", "fused_topk_tf32"}
 
 
 @pytest.mark.parametrize("case", ["normal-biases", "ties-noise", "f17-ties"])
@@ -263,8 +266,8 @@ def test_a_batch_needs_no_score_tile(monkeypatch):
     assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [17] * 3 + [8]
 
 
-def fused_topk_launches(cupy):
-    return [grid for name, grid, _ in cupy.launches if name == "fused_topk_f32"]
+def fused_topk_launches(cupy, name="fused_topk_f32"):
+    return [grid for launched, grid, _ in cupy.launches if launched == name]
 
 
 TOP_K_CASES = {  # problem, k, top_k's options, schedule
@@ -282,6 +285,7 @@ def test_fused_top_k_equals_the_cpu(monkeypatch, case):
     topk_finish cuts them to the near-ties of the k-th: the CPU's lists, bit for bit."""
     setup, k, kw = TOP_K_CASES[case]
     X_train, _, A, B, bias = problem(**setup)
+    kw = dict(kw)  # (the cases are shared)
     if kw.pop("biases", False):
         kw["item_biases"] = bias
     sample = _gpu.topk_sample(N_ITEMS, k)
@@ -294,6 +298,55 @@ def test_fused_top_k_equals_the_cpu(monkeypatch, case):
     assert (items[2:] >= 0).all()
     assert scored == sample + [(0, N_ITEMS)]  # cuBLAS: the sample's pieces, then user 0's full row (a NaN factor)
     assert fused_topk_launches(cupy) == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])  # FUSED_BLOCKS = 4
+
+
+@pytest.mark.parametrize("case", TOP_K_CASES)
+def test_tf32_fused_top_k_equals_the_cpu(monkeypatch, case):
+    """top_k in TF32 mode with FUSED: the sample through FP32 tiles, then fused_topk_tf32 (the
+    tile on the emulated tensor cores, an adversarial model of their rounding) keeps what
+    reaches tau less twice the larger of the two bounds, topk_finish cuts within it: the CPU's
+    lists, bit for bit (non-integer factors in two cases: the bound at work)."""
+    setup, k, kw = TOP_K_CASES[case]
+    X_train, _, A, B, bias = problem(**setup)
+    kw = dict(kw)
+    if kw.pop("biases", False):
+        kw["item_biases"] = bias
+    with emulated_device(monkeypatch, **SCHEDULES[(list(TOP_K_CASES).index(case) + 1) % 3]) as cupy:
+        items, _ = _both_top_k(A, B, k, X_train=X_train, tf32=True, **kw)
+    assert (items[2:] >= 0).all()
+    assert fused_topk_launches(cupy, "fused_topk_tf32") == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])
+    assert not fused_topk_launches(cupy)
+
+
+def test_tf32_fused_top_k_filters_within_the_tensor_bound(monkeypatch):
+    """What the lists above cannot show (the emulated tensor cores round well inside even FP32's
+    bound): the fused pass of TF32 mode keeps what reaches tau less twice a bound that holds for
+    its tensor-core filter (score_tolerance's "fused" one, wider than FP32's) and for the
+    sample's FP32 scores that set tau, and topk_finish cuts its candidates within that bound."""
+    X_train, _, A, B, bias = problem(11)
+    seen = {}
+    kernel = _gpu.kernel
+
+    def recording(module, name):
+        launch = kernel(module, name)
+
+        def run(grid, block, args):  # each launch's arguments as they are when it starts
+            seen.setdefault(name, []).append([np.array(a) if isinstance(a, np.ndarray) else a for a in args])
+            return launch(grid, block, args)
+        return run
+    monkeypatch.setattr(_gpu, "kernel", recording)
+    with emulated_device(monkeypatch):
+        _both_top_k(A, B, 10, X_train=X_train, item_biases=bias, tf32=True)
+    (threshold,) = [args[10] for args in seen["fused_topk_tf32"]]
+    sample_finish, fused_finish = seen["topk_finish"]
+    tol, fused_tol, tau = sample_finish[1], fused_finish[1], fused_finish[5]  # tau: the sample's, as the pass began
+    users = np.arange(A.shape[0])
+    item_abs_max, bias_abs_max = _scores.magnitudes(B, bias)
+    tensor = _scores.score_tolerance(A[users], item_abs_max, bias_abs_max, np.float32, "fused", _scores.max_row_norm(B))
+    np.testing.assert_allclose(fused_tol, np.maximum(tol, tensor), rtol=1e-12)  # (NaN for user 0's NaN factor)
+    finite = np.isfinite(tau) & np.isfinite(tol)
+    assert finite.sum() >= 15 and (tensor[finite] > 5 * tol[finite]).all()  # the tensor bound is the wider here
+    assert (threshold[finite] <= tau[finite] - 2 * fused_tol[finite]).all()
 
 
 def test_fused_top_k_flags_what_it_cannot_bound(monkeypatch):

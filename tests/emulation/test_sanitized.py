@@ -77,8 +77,10 @@ if "topk_tile" in FILES:
     p = Problem(seed=33, dtype=np.float32, n_users=130, n_items=1000, n_factors=11, integer=True)
     batch = np.arange(130, dtype=np.int64)
     launches, outputs = p.fused_topk_launches(batch, 640, fused_topk_thresholds(p, batch, np.random.default_rng(3)))
-    got = run(sanitized["topk_tile"].get_function("fused_topk_f32"), launches, outputs, schedule="shuffle")
-    assert fused_topk_result(got) == fused_topk_result(run(gpu_model.fused_topk, launches, outputs))
+    want = fused_topk_result(run(gpu_model.fused_topk, launches, outputs))
+    for name in ("fused_topk_f32", "fused_topk_tf32"):
+        got = run(sanitized["topk_tile"].get_function(name), launches, outputs, schedule="shuffle")
+        assert fused_topk_result(got) == want, name
     finish, tiles = Problem(seed=34, n_items=9000).topk_finish_launch(np.arange(7, dtype=np.int64), 5000, 10)
     got = run(sanitized["topk_tile"].get_function("topk_finish"), finish, tiles, schedule="reverse")
     assert topk_result(got) == topk_result(run(gpu_model.topk_finish, finish, tiles))

@@ -110,12 +110,16 @@ def test_auto_uses_the_gpu(rng):
     assert type(out["P@K"]).__module__.startswith("cupy")
 
 
-def test_top_k_identical_to_cpu_with_float32_near_ties(rng):
+@pytest.mark.parametrize("fused", [False, True])
+def test_top_k_identical_to_cpu_with_float32_near_ties(rng, fused, monkeypatch):
+    """With FUSED and tf32, fused_topk_tf32 (tensor cores) after a sample below and above
+    TOPK_SAMPLE_RANK; K above TOPK_MAX_K takes the full-row path."""
+    monkeypatch.setattr(_gpu, "FUSED", fused)
     A, B = near_tie_problem(rng, 40, 70_001, 32, np.float32)
     X_train = sp.random(40, 70_001, density=0.1, format="csr", random_state=6)
-    for k in (10, 1024, 1500):
+    for k, tf32 in ((10, True), (100, True), (10, False), (1024, False), (1500, False)):
         cpu = gpureco.top_k(A, B, k, X_train=X_train, device="cpu")
-        gpu = gpureco.top_k(A, B, k, X_train=X_train, device="gpu", tf32=k == 10)
+        gpu = gpureco.top_k(A, B, k, X_train=X_train, device="gpu", tf32=tf32)
         np.testing.assert_array_equal(gpu[0], cpu[0])
         np.testing.assert_array_equal(gpu[1], cpu[1])
 
