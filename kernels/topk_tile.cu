@@ -212,10 +212,10 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
 // filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
 // that no score tile is written or read; fused_topk_f32 scores by float32 FMA chains (FmaTile),
 // fused_topk_tf32, TF32 mode, on tensor cores (TensorTile). Each batch row r comes with
-// threshold[r], a float at or below the user's k-th largest defined score less the kernel's
-// filter bound (tau - 2 tol, where tau is the k-th largest filter score of a sample of the
-// items, from topk_tile and topk_finish, and tol the larger of the two filters' bounds): every
-// pool item whose filter score reaches it is appended to the user's buffer (global atomics: any
+// threshold[r], a float at or below tau - 2 tol, where tau is the r-th largest filter score of
+// a sample of the items (topk_tile and topk_finish) and tol the larger of the two filters'
+// bounds (whether that reaches every top-K item is for the host to tell afterwards: _gpu.top_k):
+// every pool item whose filter score reaches it is appended to the user's buffer (global atomics: any
 // order; the host sorts the candidates by defined score and key), up to TOPK_CAPACITY (count
 // keeps counting past it: topk_finish then flags the user). A pool score that is not finite
 // flags the user for the full-row path, as in topk_tile. An overflowed user (overflow[b] set

@@ -554,8 +554,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             finish((nb,), (TOPK_THREADS,), (np.int64(sample_k), tol, cand_scores, cand_items, count, tau, overflow))
             if sample:  # tau: the sample's r-th largest filter score; every item scored again, fused
                 overflow |= count < sample_k  # too few sampled pool items for a threshold: the full-row path
-                # tau is at most the k-th largest defined score plus the sample's (FP32) bound; TF32 mode's
-                # fused pass filters within the wider "fused" bound: the larger of the two bounds both
+                # the fused pass keeps the pool items at or above tau - 2 tol. TF32 mode's filters within the
+                # wider "fused" bound, and tau is an FP32 score of the sample: tol is the larger of the two
                 fused_tol = cp.maximum(tol, scorer.tolerance(batch, user_rows, tensor=True)) if scorer.tensor else tol
                 threshold = _float_at_most(cp, tau - 2.0 * fused_tol)
                 count.fill(0)
@@ -565,9 +565,17 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
                     (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
                      np.int64(span), np.int64(nb), batch, train_indptr, train_indices, threshold, cand_scores,
                      cand_items, count, overflow))
-                finish((nb,), (TOPK_THREADS,), (np.int64(k), fused_tol, cand_scores, cand_items, count, tau, overflow))
-                # fewer than k reached the threshold (above the catalogue's k-th largest): the full-row path
+                # the candidates cut to within 2 tol of their k-th largest, kth (from -inf: the candidates' own)
+                kth = cp.full(nb, -cp.inf)
+                finish((nb,), (TOPK_THREADS,), (np.int64(k), fused_tol, cand_scores, cand_items, count, kth, overflow))
+                # Every top-k item reached the threshold where r = k (the sample's k-th largest defined score,
+                # at most the catalogue's, is at least tau - tol), or where kth >= tau (the k candidates at or
+                # above kth: the k-th largest defined score is at least kth - tol). Otherwise (k above the
+                # sample's rank, kth below tau: an item just under the threshold may outrank the k-th
+                # candidate), and where fewer than k reached it: the full-row path
                 overflow |= count < k
+                if k > sample_k:
+                    overflow |= kth < tau
             held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]
             held &= ~overflow.astype(bool)[:, None]
             local, slot = cp.nonzero(held.reshape(nb, TOPK_CAPACITY))

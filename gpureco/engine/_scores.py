@@ -92,8 +92,8 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     bias's two roundings cost (1 + 2**-8) gamma_(F+4). Flushing a subnormal part, product or
     sum to zero costs at most 2**-126 times the other factor's magnitude, or 2**-126.
 
-    With `tf32="fused"` the fast score is fused_rank_tf32's (score_tile.cuh gr_score_tile_tf32):
-    the same parts, but per step of 8 factors (F rounded up to s steps, zeros past F) the
+    With `tf32="fused"` the fast score is fused_rank_tf32's and fused_topk_tf32's (score_tile.cuh
+    gr_score_tile_tf32): the same parts, but per step of 8 factors (F rounded up to s steps, zeros past F) the
     correction lo*hi + hi*lo on tensor cores from zero, added to the float32 accumulator (one
     rounding to nearest), then hi*hi accumulated onto it by tensor cores. At two units per
     operation again: the corrections' 16 products a step cost 2**-8 gamma_16 (their own partial

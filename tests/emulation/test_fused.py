@@ -305,7 +305,8 @@ def test_tf32_fused_top_k_equals_the_cpu(monkeypatch, case):
     """top_k in TF32 mode with FUSED: the sample through FP32 tiles, then fused_topk_tf32 (the
     tile on the emulated tensor cores, an adversarial model of their rounding) keeps what
     reaches tau less twice the larger of the two bounds, topk_finish cuts within it: the CPU's
-    lists, bit for bit (non-integer factors in two cases: the bound at work)."""
+    lists, bit for bit (non-integer factors in two cases; the emulated tensor core rounds well
+    inside either bound, so the bound itself is the next test's)."""
     setup, k, kw = TOP_K_CASES[case]
     X_train, _, A, B, bias = problem(**setup)
     kw = dict(kw)
@@ -316,6 +317,39 @@ def test_tf32_fused_top_k_equals_the_cpu(monkeypatch, case):
     assert (items[2:] >= 0).all()
     assert fused_topk_launches(cupy, "fused_topk_tf32") == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])
     assert not fused_topk_launches(cupy)
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_fused_top_k_above_the_sample_rank_settles_only_what_its_threshold_proves(monkeypatch, tf32):
+    """k = 65 > TOPK_SAMPLE_RANK: the sample's 64 best items (two of its pieces, score 1.5) set
+    tau = 1.5, far above the 65th best of the catalogue. Item X's filter score is one unit
+    under the threshold tau - 2 tol, its defined score 2.6 units over it (8 factors of 0.45
+    units that the float32 sum drops); Y's are both one unit over it. 65 items reach the
+    threshold (the 64 and Y), so a count alone would settle the user with Y, where X is the
+    65th best: the 65th largest candidate below tau sends the user down the full-row path."""
+    n_items, k, unit = 1024, 65, np.float32(2.0 ** -23)
+    A = np.ones((1, 9), dtype=np.float32)
+    B = np.zeros((n_items, 9), dtype=np.float32)
+    sample = _gpu.topk_sample(n_items, k)
+    assert _gpu.topk_sample_rank(k) == 64 and sample[:2] == [(0, 32), (64, 32)]
+    B[list(range(32)) + list(range(64, 96)), 0] = 1.5
+    X, Y = 40, 41  # outside the sample
+    B[X, 1:] = np.float32(0.45) * unit
+    B[X, 0] = B[Y, 0] = 1.0  # (their scores' magnitude for the bound)
+    item_abs_max, bias_abs_max = _scores.magnitudes(B, np.zeros(1))
+    bounds = [_scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, mode, _scores.max_row_norm(B))[0]
+              for mode in ((False, "fused") if tf32 else (False,))]
+    threshold = _gpu._float_at_most(np, np.array([1.5 - 2.0 * max(bounds)]))[0]
+    B[X, 0], B[Y, 0] = threshold - unit, threshold + unit
+    X_train = sp.csr_array((1, n_items), dtype=np.float32)
+    full_rows = []
+    inner = _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(np.asarray(a[2]).tolist()) or inner(*a))
+    with emulated_device(monkeypatch) as cupy:
+        items, _ = _both_top_k(A, B, k, X_train=X_train, tf32=tf32)
+    assert X in items[0] and Y not in items[0]
+    assert full_rows == [[0]]
+    assert fused_topk_launches(cupy, "fused_topk_tf32" if tf32 else "fused_topk_f32") == [(1, 4)]
 
 
 def test_tf32_fused_top_k_filters_within_the_tensor_bound(monkeypatch):
@@ -330,16 +364,17 @@ def test_tf32_fused_top_k_filters_within_the_tensor_bound(monkeypatch):
     def recording(module, name):
         launch = kernel(module, name)
 
-        def run(grid, block, args):  # each launch's arguments as they are when it starts
+        def run(grid, block, args):  # each launch's arguments as it leaves them
+            done = launch(grid, block, args)
             seen.setdefault(name, []).append([np.array(a) if isinstance(a, np.ndarray) else a for a in args])
-            return launch(grid, block, args)
+            return done
         return run
     monkeypatch.setattr(_gpu, "kernel", recording)
     with emulated_device(monkeypatch):
         _both_top_k(A, B, 10, X_train=X_train, item_biases=bias, tf32=True)
     (threshold,) = [args[10] for args in seen["fused_topk_tf32"]]
     sample_finish, fused_finish = seen["topk_finish"]
-    tol, fused_tol, tau = sample_finish[1], fused_finish[1], fused_finish[5]  # tau: the sample's, as the pass began
+    tol, fused_tol, tau = sample_finish[1], fused_finish[1], sample_finish[5]  # tau: the sample's r-th largest
     users = np.arange(A.shape[0])
     item_abs_max, bias_abs_max = _scores.magnitudes(B, bias)
     tensor = _scores.score_tolerance(A[users], item_abs_max, bias_abs_max, np.float32, "fused", _scores.max_row_norm(B))

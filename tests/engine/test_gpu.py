@@ -113,15 +113,24 @@ def test_auto_uses_the_gpu(rng):
 @pytest.mark.parametrize("fused", [False, True])
 def test_top_k_identical_to_cpu_with_float32_near_ties(rng, fused, monkeypatch):
     """With FUSED and tf32, fused_topk_tf32 (tensor cores) after a sample below and above
-    TOPK_SAMPLE_RANK; K above TOPK_MAX_K takes the full-row path."""
+    TOPK_SAMPLE_RANK, settling most users itself; K above TOPK_MAX_K takes the full-row path."""
     monkeypatch.setattr(_gpu, "FUSED", fused)
+    launched, full_rows = [], []
+    kernel, inner = _gpu.kernel, _gpu._full_row_candidates
+    monkeypatch.setattr(_gpu, "kernel", lambda module, name: launched.append(name) or kernel(module, name))
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(len(a[2])) or inner(*a))
     A, B = near_tie_problem(rng, 40, 70_001, 32, np.float32)
     X_train = sp.random(40, 70_001, density=0.1, format="csr", random_state=6)
     for k, tf32 in ((10, True), (100, True), (10, False), (1024, False), (1500, False)):
+        launched.clear(), full_rows.clear()
         cpu = gpureco.top_k(A, B, k, X_train=X_train, device="cpu")
         gpu = gpureco.top_k(A, B, k, X_train=X_train, device="gpu", tf32=tf32)
         np.testing.assert_array_equal(gpu[0], cpu[0])
         np.testing.assert_array_equal(gpu[1], cpu[1])
+        if fused and k <= 100:
+            assert ("fused_topk_tf32" if tf32 else "fused_topk_f32") in launched, (k, tf32, launched)
+        if k <= _gpu.TOPK_MAX_K:
+            assert sum(full_rows) < 10, (k, tf32, full_rows)  # of 40 users: the kernels settle most
 
 
 def test_top_k_overflowing_near_ties_take_the_full_row_path(rng):
