@@ -214,14 +214,14 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
 // fused_topk_tf32, TF32 mode, on tensor cores (TensorTile). Each batch row r comes with
 // threshold[r], a float at or below tau - 2 tol, where tau is the r-th largest filter score of
 // a sample of the items (topk_tile and topk_finish) and tol the larger of the two filters'
-// bounds (whether that reaches every top-K item is for the host to tell afterwards: _gpu.top_k):
-// every pool item whose filter score reaches it is appended to the user's buffer (global atomics: any
-// order; the host sorts the candidates by defined score and key), up to TOPK_CAPACITY (count
-// keeps counting past it: topk_finish then flags the user). A pool score that is not finite
-// flags the user for the full-row path, as in topk_tile. An overflowed user (overflow[b] set
-// before the launch) is skipped. One block takes FUSED_USERS rows and a span of items; the bias
-// is added, and the threshold compared, in float (a flush to zero under -ftz=true only ever
-// adds candidates).
+// bounds (whether that reaches every top-K item, the host tells afterwards: _gpu.top_k). Every
+// pool item whose filter score reaches it is appended to the user's buffer (global atomics:
+// any order; the host sorts the candidates by defined score and key), up to TOPK_CAPACITY
+// (count keeps counting past it: topk_finish then flags the user). A pool score that is not
+// finite flags the user for the full-row path, as in topk_tile. An overflowed user
+// (overflow[b] set before the launch) is skipped. One block takes FUSED_USERS rows and a span
+// of items; the bias is added, and the threshold compared, in float (a flush to zero under
+// -ftz=true only ever adds candidates).
 __device__ __forceinline__ void topk_append(int64_t b, float s, int64_t item, double* cand_scores, int32_t* cand_items,
                                         int32_t* count) {
     const int p = atomicAdd(&count[b], 1);

@@ -35,8 +35,8 @@ FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles; TF32 mode on
 # tensor cores, fused_rank_tf32) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (TF32 mode: fused_topk_tf32), after a sample of the
-# items, scored by cuBLAS, bounds each user's k-th largest. Off: proven identical under the emulation, its speed not yet
-# measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
+# items, scored by cuBLAS, sets each user's threshold. Off: proven identical under the emulation,
+# its speed not yet measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
 FUSED = False
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
@@ -98,9 +98,8 @@ class FactorScores:
     scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
     fused_rank_tf32 and top_k fused_topk_tf32, the same parts multiplied on tensor cores inside
     the kernel, within the "fused" bound of score_tolerance (top_k's sample still goes through
-    FP32 tiles). The fused rank
-    kernels also take each item's norm (item_norms), for the bound of one item that they
-    check a deferred item against before its defined score."""
+    FP32 tiles). The fused rank kernels also take each item's norm (item_norms), for the bound
+    of one item that they check a deferred item against before its defined score."""
 
     def __init__(self, A, B, biases, tf32=False):
         cp = _backend.cupy()
@@ -554,8 +553,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
             finish((nb,), (TOPK_THREADS,), (np.int64(sample_k), tol, cand_scores, cand_items, count, tau, overflow))
             if sample:  # tau: the sample's r-th largest filter score; every item scored again, fused
                 overflow |= count < sample_k  # too few sampled pool items for a threshold: the full-row path
-                # the fused pass keeps the pool items at or above tau - 2 tol. TF32 mode's filters within the
-                # wider "fused" bound, and tau is an FP32 score of the sample: tol is the larger of the two
+                # the fused pass keeps the pool items at or above tau - 2 tol; in TF32 mode its filter is within
+                # the wider "fused" bound while tau is an FP32 score of the sample: tol is the larger of the two
                 fused_tol = cp.maximum(tol, scorer.tolerance(batch, user_rows, tensor=True)) if scorer.tensor else tol
                 threshold = _float_at_most(cp, tau - 2.0 * fused_tol)
                 count.fill(0)
