@@ -278,11 +278,16 @@ TOP_K_CASES = {  # problem, k, top_k's options, schedule
 }
 
 
+@pytest.mark.parametrize("tf32", [False, True])
 @pytest.mark.parametrize("case", TOP_K_CASES)
-def test_fused_top_k_equals_the_cpu(monkeypatch, case):
+def test_fused_top_k_equals_the_cpu(monkeypatch, case, tf32):
     """top_k with FUSED: a sample of the items (cuBLAS tiles, topk_tile, topk_finish) bounds each
     user's k-th largest, fused_topk_f32 scores every item and keeps those that reach the bound,
-    topk_finish cuts them to the near-ties of the k-th: the CPU's lists, bit for bit."""
+    topk_finish cuts them to the near-ties of the k-th: the CPU's lists, bit for bit. In TF32
+    mode the sample still goes through FP32 tiles, and fused_topk_tf32 (the tile on the emulated
+    tensor cores, an adversarial model of their rounding) keeps what reaches tau less twice the
+    larger of the two bounds (the emulated tensor core rounds well inside either bound, so the
+    bound itself is test_tf32_fused_top_k_filters_within_the_tensor_bound's)."""
     setup, k, kw = TOP_K_CASES[case]
     X_train, _, A, B, bias = problem(**setup)
     kw = dict(kw)  # (the cases are shared)
@@ -293,30 +298,13 @@ def test_fused_top_k_equals_the_cpu(monkeypatch, case):
     tile = _gpu.FactorScores.tile
     monkeypatch.setattr(_gpu.FactorScores, "tile", lambda self, rows, begin, n, buf: scored.append((begin, n)) or
                         tile(self, rows, begin, n, buf))
-    with emulated_device(monkeypatch, **SCHEDULES[list(TOP_K_CASES).index(case) % 3]) as cupy:
-        items, _ = _both_top_k(A, B, k, X_train=X_train, **kw)
+    with emulated_device(monkeypatch, **SCHEDULES[(list(TOP_K_CASES).index(case) + tf32) % 3]) as cupy:
+        items, _ = _both_top_k(A, B, k, X_train=X_train, tf32=tf32, **kw)
     assert (items[2:] >= 0).all()
     assert scored == sample + [(0, N_ITEMS)]  # cuBLAS: the sample's pieces, then user 0's full row (a NaN factor)
-    assert fused_topk_launches(cupy) == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])  # FUSED_BLOCKS = 4
-
-
-@pytest.mark.parametrize("case", TOP_K_CASES)
-def test_tf32_fused_top_k_equals_the_cpu(monkeypatch, case):
-    """top_k in TF32 mode with FUSED: the sample through FP32 tiles, then fused_topk_tf32 (the
-    tile on the emulated tensor cores, an adversarial model of their rounding) keeps what
-    reaches tau less twice the larger of the two bounds, topk_finish cuts within it: the CPU's
-    lists, bit for bit (non-integer factors in two cases; the emulated tensor core rounds well
-    inside either bound, so the bound itself is the next test's)."""
-    setup, k, kw = TOP_K_CASES[case]
-    X_train, _, A, B, bias = problem(**setup)
-    kw = dict(kw)
-    if kw.pop("biases", False):
-        kw["item_biases"] = bias
-    with emulated_device(monkeypatch, **SCHEDULES[(list(TOP_K_CASES).index(case) + 1) % 3]) as cupy:
-        items, _ = _both_top_k(A, B, k, X_train=X_train, tf32=True, **kw)
-    assert (items[2:] >= 0).all()
-    assert fused_topk_launches(cupy, "fused_topk_tf32") == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])
-    assert not fused_topk_launches(cupy)
+    name, other = ("fused_topk_tf32", "fused_topk_f32")[::1 if tf32 else -1]
+    assert fused_topk_launches(cupy, name) == ([(1, 4)] if A.shape[0] <= 128 else [(2, 2)])  # FUSED_BLOCKS = 4
+    assert not fused_topk_launches(cupy, other)
 
 
 @pytest.mark.parametrize("tf32", [False, True])
