@@ -15,8 +15,10 @@ from ._backend import array_module
 
 
 def _gamma(n, unit_roundoff):
-    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n rounded operations."""
-    return n * unit_roundoff / (1.0 - n * unit_roundoff)
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n rounded operations
+    (infinite where n u >= 1: there is none)."""
+    nu = n * unit_roundoff
+    return nu / (1.0 - nu) if nu < 1.0 else float("inf")
 
 
 _CHUNK_BYTES = 4 << 20  # temporaries of `magnitudes`: a few chunks of this size, not copies of B
@@ -129,6 +131,10 @@ def score_tolerance(user_rows, item_abs_max, bias_abs_max, dtype, tf32=False, it
     else:
         gamma = _gamma(n_factors + 2, float(finfo.eps) / 2)
     gamma += _gamma(n_factors + 2, 2.0**-53)
+    if gamma == float("inf"):  # millions of factors: more roundings than the bound covers
+        raise ValueError(f"'A' and 'B' have {n_factors} factors: too many for the error bound of "
+                         f"{'TF32' if tf32 else np.dtype(dtype).name} scores; use float64 factors"
+                         + (" or tf32=False." if tf32 else "."))
     tol = 2.0 * (gamma * scale + absolute)
     if not item_terms:
         return tol

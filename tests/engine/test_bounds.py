@@ -81,3 +81,21 @@ def test_the_norm_bound_holds_where_the_squares_underflow(rng, tiny):
     defined = _defined(users, items, A, B, A.shape[1], None).reshape(fast.shape)
     assert np.abs(defined).max() > 1e-120  # normal scores: the error is relative, far above the absolute term
     assert (np.abs(fast - defined) <= bound[:, None]).all()
+
+
+def test_too_many_factors_for_the_bound_is_an_error():
+    """gamma_n = n u / (1 - n u) holds only for n u < 1: beyond it (2^21 factors for TF32 tiles,
+    whose correction sums 2F terms at u = 2^-22; 2^24 - 2 for float32) there is no bound, and a
+    clear error says so, where a negative gamma would have placed items without proof."""
+    assert _scores._gamma(2**22, 2.0**-22) == math.inf and _scores._gamma(2**23, 2.0**-22) == math.inf
+    assert 0 < _scores._gamma(2**22 - 1, 2.0**-22) < math.inf
+    for n_factors, allowed in ((2**21 - 8, True), (2**21, False)):
+        rows = np.ones((1, n_factors), dtype=np.float32)
+        magnitudes = np.ones(n_factors)
+        assert np.isfinite(_scores.score_tolerance(rows, magnitudes, 0.0, np.float32)).all()  # FP32: fine
+        if allowed:
+            assert np.isfinite(_scores.score_tolerance(rows, magnitudes, 0.0, np.float32, tf32=True)).all()
+        else:
+            with pytest.raises(ValueError, match=r"'A' and 'B' have 2097152 factors: too many .* TF32 .*tf32=False"):
+                _scores.score_tolerance(rows, magnitudes, 0.0, np.float32, tf32=True)
+
