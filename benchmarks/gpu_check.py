@@ -2,23 +2,25 @@
 """Everything a GPU machine must prove, in one command, without pip or a network.
 
 Steps (--steps, in this order by default: the most telling first, since a device session
-is rare and one command may run at most 10 minutes):
+is rare, has 15 minutes in all, and one command may run at most 10 minutes: the numbers'
+correctness, then the speed the issue is about):
 
 - build: the compiled parts of the engine, in place (python3 setup.py build_ext --inplace);
-- determinism: tests/engine/test_determinism.py's GPU cases (the same call 5 times; batch
-  sizes 1, 7, 33 and all; shuffled users; given scores; results left on the device:
-  bit-identical to each other and to the CPU);
-- gpu_tests: every test marked `gpu` (pytest -m gpu);
-- gpu_tests_fused: the same with the fused kernels on (_gpu.FUSED = True);
+- gpu_tests: every test marked `gpu` (pytest -m gpu), the determinism step's cases among them;
 - bench: benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors;
   FP32 tiles, TF32, fused, the cuBLAS floor, torch and CuPy pipelines, tile shapes);
+- gpu_tests_fused: the GPU tests with the fused kernels on (_gpu.FUSED = True);
 - ncu: Nsight Compute on one launch each of rank_tile_f32 and fused_rank_f32 (speed of
   light, warp states, occupancy) over a 2,000 x 1,000,000 x 128 problem: the readings the
   speed log's changes were predicted from;
 - sweep: benchmarks/bench_gpu_sweep.py (100k, 1M and 10M items, K = 10, 100, 1,000 in the
   three modes, training-loop sizes, top_k against torch);
 - training_loop: benchmarks/bench_training_loop.py on the GPU where torch is installed;
-- suite: the whole test suite (its CPU part is CI's too, so it comes last).
+- suite: the whole test suite (its CPU part is CI's too);
+- determinism: tests/engine/test_determinism.py's GPU cases alone (the same call 5 times;
+  batch sizes 1, 7, 33 and all; shuffled users; given scores; results left on the device:
+  bit-identical to each other and to the CPU), a quick check by itself (--steps
+  build,determinism); by default last, as gpu_tests has run them.
 
 Each step's time limit is what is left of --budget (seconds, default 560: under the device
 tool's 10 minutes a command), and at most MAX_SECONDS of its own; a step that cannot start
@@ -111,7 +113,7 @@ def environment(env):
     return info
 
 
-STEPS = ("build", "determinism", "gpu_tests", "gpu_tests_fused", "bench", "ncu", "sweep", "training_loop", "suite")
+STEPS = ("build", "gpu_tests", "bench", "gpu_tests_fused", "ncu", "sweep", "training_loop", "suite", "determinism")
 MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "ncu": 60,
                "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
 # and runs at most this long, so that one slow step (the GPU tests compiling every kernel, say) cannot
