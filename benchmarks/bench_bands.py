@@ -73,8 +73,9 @@ def float_bands(t, tol):
 
 def placements(A, B, X_train, X_test, users, tol, cells=128):
     """Mean shares of pool items below the worst band, placed by a cell, by the search, and
-    inside a band, as bands.cuh's gr_place_cells places float32 filter scores."""
-    shares = []
+    inside a band, as bands.cuh's gr_place_cells places float32 filter scores; and the
+    searched flags of each user's pool items, in item order (for warp_searches)."""
+    shares, flags = [], []
     for u in users:
         s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)[pool_of(X_train, u, B.shape[0])]
         t = -np.sort(-(A[u].astype(np.float64) @ B[X_test[[u]].indices].T.astype(np.float64)))
@@ -86,8 +87,26 @@ def placements(A, B, X_train, X_test, users, tol, cells=128):
         in_band = (np.searchsorted(-hi, -s, side="right") > np.searchsorted(-lo, -s)) & above
         shares.append([np.mean(~above), np.mean(above & ~searched & ~in_band), np.mean(searched),
                        np.mean(in_band & ~searched)])
+        flags.append(searched)
     return dict(zip(["below the worst band", "a cell", "the search", "a cell, inside a band"],
-                    np.mean(shares, axis=0).tolist()))
+                    np.mean(shares, axis=0).tolist())), flags
+
+
+def warp_searches(flags, round_items):
+    """How often a warp runs the search, per item slot (one item of each of its 32 lanes), from
+    the searched flags of a user's pool items dealt to the lanes in rounds of round_items
+    items a lane (as rank_tile does: consecutive items, lane + 32 q): searched in turn
+    (kernels before change 25), a warp runs the search at a slot where any lane's item
+    searches (the other lanes wait); searched after the round (gr_search_round), as many times
+    as its busiest lane has items to search."""
+    inline = after = slots = 0
+    for searched in flags:
+        n = searched.size // (32 * round_items) * 32 * round_items
+        rounds = searched[:n].reshape(-1, round_items, 32)  # round, slot, lane
+        inline += int(rounds.any(axis=2).sum())
+        after += int(rounds.sum(axis=1).max(axis=1).sum())
+        slots += rounds.shape[0] * round_items
+    return dict(inline=inline / slots, after_the_round=after / slots)
 
 
 def main(argv=None):
@@ -135,10 +154,16 @@ def main(argv=None):
     rows.update({name: dict(median_tol=float(np.median(tol(users[0]))),
                             share=share_in_bands(A, B, X_train, X_test, users, tol))
                  for name, tol in per_item_bounds.items()})
-    placed = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
+    placed, flags = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
+    warp = {}  # rank_tile: rounds of 4 items a lane, 128 or 1,024 cells; fused_rank: rounds of 8, 128 cells
+    for cells, rounds in ((128, (4, 8)), (1024, (4,))):
+        table = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells) if cells != 128 else (placed, flags)
+        for r in rounds:
+            warp[f"{cells} cells, rounds of {r}"] = dict(searched=table[0]["the search"], **warp_searches(table[1], r))
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
             "problem": dict(model=args.model, users=args.users, items=args.items, factors=f, sample=args.sample,
-                            test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed}
+                            test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed,
+            "warp_searches": warp}
     lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
              f"`python benchmarks/bench_bands.py {' '.join(argv if argv is not None else sys.argv[1:])}`: "
              + (f"PureSVD on make_interactions() ({args.users:,} users x {args.items:,} items), {f} factors, "
@@ -151,6 +176,13 @@ def main(argv=None):
     lines += ["", "Where the counting places a pool item (FP32, norms; kernels/bands.cuh, 128 cells a user):", "",
               "| placed by | pool items |", "|---|---:|"]
     lines += [f"| {name} | {100 * share:.2f}% |" for name, share in placed.items()]
+    lines += ["", "How often a warp runs the search (FP32, norms), per item slot of its 32 lanes: searched in turn, "
+              "at every slot where any lane's item searches; searched after the lane's round (gr_search_round, "
+              "change 25), as often as the busiest lane has items to search. rank_tile: rounds of 4; fused_rank: "
+              "rounds of 8.", "",
+              "| cells, round | items searched | searches a slot, in turn | after the round |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} |"
+              for name, w in warp.items()]
     print("\n".join(lines))
     write_results(args.out, f"bands_{info['date']}" + ("_trained" if args.model == "trained" else ""), info,
                   "\n".join(lines))

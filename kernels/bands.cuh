@@ -76,29 +76,33 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
 // puts the best band's edge in cell GR_CELLS - 2 or so, so that every score above every band
 // lands in the last cell, a place of 0. With m test items, at most 2 m cells search; 0
 // (no table, every cell searches) for a user with no test item, more than GR_CELL_TESTS, a NaN
-// or infinite band, or bands of no width.
+// or infinite band, or bands of no width. A table has GR_CELLS cells (fused_rank: a block's 128
+// rows, 16 KB), or more where shared memory allows (rank_tile: one user a block, RANK_CELLS):
+// the finer the cells, the fewer scores fall in a cell that holds an edge.
 #define GR_CELLS 128
 #define GR_CELL_TESTS 254     // places 0 .. 253 fit an entry below the two codes
 #define GR_CELL_DEFER 254     // an entry: inside a band, the defined score decides
 #define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
 
 template <typename T>
-__device__ __forceinline__ int gr_cell(T s, T worst, T scale) {  // worst = low(m - 1)
-    return (int)fmin(fmax((s - worst) * scale, (T)0), (T)(GR_CELLS - 1));
+__device__ __forceinline__ int gr_cell(T s, T worst, T scale, T last) {  // worst = low(m - 1); last = n - 1
+    return (int)fmin(fmax((s - worst) * scale, (T)0), last);
 }
 
 template <typename T>
 struct Cells {
-    const uint8_t* entry;  // GR_CELLS entries
+    const uint8_t* entry;  // n entries
     T scale;               // gr_cells_scale; 0: no table
+    T last;                // n - 1
 };
 
+// The scale of a table of n cells (0: no table).
 template <typename T, typename Bands>
-__device__ T gr_cells_scale(const Bands& bands, int m) {
+__device__ T gr_cells_scale(const Bands& bands, int m, int n) {
     if (m < 1 || m > GR_CELL_TESTS) return (T)0;
     for (int i = 0; i < m; ++i)
         if (isnan(bands.low(i)) || isnan(bands.high(i))) return (T)0;
-    const T worst = bands.low(m - 1), width = bands.high(0) - worst, scale = (T)(GR_CELLS - 2) / width;
+    const T worst = bands.low(m - 1), width = bands.high(0) - worst, scale = (T)(n - 2) / width;
     return isfinite(worst) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
 }
 
@@ -109,30 +113,40 @@ __device__ T gr_cells_scale(const Bands& bands, int m) {
 // cell has low(i) > s exactly for i < p, so gr_search finds c = p (<= m - 1), and s <=
 // high(p) exactly when cell(high(p)) > k.
 template <typename T, typename Bands>
-__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, int k) {
+__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, const Cells<T>& cells, int k) {
+    const T scale = cells.scale, last = cells.last;
     if (!(scale > (T)0)) return GR_CELL_SEARCH;
     const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
         int lo = 0, hi = m;
         while (lo < hi) {
             const int mid = (lo + hi) >> 1;
-            if (gr_cell(high ? bands.high(mid) : bands.low(mid), worst, scale) > k) lo = mid + 1; else hi = mid;
+            if (gr_cell(high ? bands.high(mid) : bands.low(mid), worst, scale, last) > k) lo = mid + 1; else hi = mid;
         }
         return lo;
     };
     const int p = above(false), q = above(true);
-    if (p == m || gr_cell(bands.low(p), worst, scale) == k) return GR_CELL_SEARCH;
-    if (q < m && gr_cell(bands.high(q), worst, scale) == k) return GR_CELL_SEARCH;
-    return gr_cell(bands.high(p), worst, scale) > k ? GR_CELL_DEFER : (uint8_t)p;
+    if (p == m || gr_cell(bands.low(p), worst, scale, last) == k) return GR_CELL_SEARCH;
+    if (q < m && gr_cell(bands.high(q), worst, scale, last) == k) return GR_CELL_SEARCH;
+    return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : (uint8_t)p;
+}
+
+#define GR_SEARCH (-3)  // gr_place_cell: the score's cell holds a band's edge, gr_search decides
+
+// gr_place, its answer read from the user's cells, or GR_SEARCH where the cell holds an edge.
+template <typename T>
+__device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, int m, T worst, T s) {
+    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
+    if (!(s >= worst)) return GR_NOWHERE;
+    const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
+    if (e < GR_CELL_DEFER) return e;
+    return e == GR_CELL_DEFER ? GR_DEFER : GR_SEARCH;
 }
 
 // gr_place, its answer read from the user's cells where the cell holds no edge.
 template <typename T, typename Bands>
 __device__ __forceinline__ int gr_place_cells(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s) {
-    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
-    if (!(s >= worst)) return GR_NOWHERE;
-    const int e = cells.entry[gr_cell(s, worst, cells.scale)];
-    if (e < GR_CELL_DEFER) return e;
-    return e == GR_CELL_DEFER ? GR_DEFER : gr_search(bands, m, top, s);
+    const int c = gr_place_cell(cells, m, worst, s);
+    return c == GR_SEARCH ? gr_search(bands, m, top, s) : c;
 }
 
 // A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in
@@ -148,21 +162,34 @@ __device__ __forceinline__ uint32_t gr_half_count(const HalfCounts& counts, int6
     return (counts.words[c] / counts.one) & 0xFFFFu;
 }
 
-// gr_place (gr_place_cells with cells), and the item counted at its place in counts (an
-// int32_t* in shared or global memory, as the bands, or HalfCounts): whether it waits for its
-// defined score instead.
+// gr_place, and the item counted at its place in counts (an int32_t* in shared or global
+// memory, as the bands): whether it waits for its defined score instead.
 template <typename T, typename Bands, typename Counts>
 __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T worst, T s, Counts counts) {
     const int c = gr_place(bands, m, top, worst, s);
     if (c >= 0) gr_add_count(counts, c);
     return c == GR_DEFER;
 }
-template <typename T, typename Bands, typename Counts>
-__device__ __forceinline__ bool gr_count(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s,
-                                         Counts counts) {
-    const int c = gr_place_cells(cells, bands, m, top, worst, s);
-    if (c >= 0) gr_add_count(counts, c);
-    return c == GR_DEFER;
+
+// A lane's round of items placed by their cells (gr_place_cell), the items of cells that hold an
+// edge searched after the round's others, one at a time: so a warp runs the search as often as
+// its busiest lane has such items, where searching each item in its turn ran it for every item
+// that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items search: in a
+// round of 4 items a lane, some lane of the warp searched 90% of the time, and the 31 others
+// waited; now a warp searches once or twice a round.) Bit q of `search`: the round's item q,
+// of filter score score(q), searches; add(c) counts an item at place c. Returns the items that
+// land inside a band: they wait for their defined score.
+template <typename T, typename Bands, typename Score, typename Add>
+__device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Bands& bands, int m, int top,
+                                                    const Score& score, const Add& add) {
+    uint32_t defer = 0;
+    for (; search; search &= search - 1u) {
+        const int q = __ffs((int)search) - 1;
+        const int c = gr_search(bands, m, top, (T)score(q));
+        if (c >= 0) add(c);
+        else defer |= 1u << q;
+    }
+    return defer;
 }
 
 #define GR_QUEUE 64  // per warp: items waiting for their defined score (two rounds of 32)

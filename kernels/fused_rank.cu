@@ -10,8 +10,9 @@
 // -ftz=true: a flush moves a score by at most 2^-126, inside the bound, and a flushed compare
 // only ever sends an item to the defined score). A thread's 64 scores of the tile then go to local
 // memory (acc's registers free again), and its pool items are placed among the test items
-// as in rank_tile (gr_place_cells: the row's cells, else a branchless search over the bands
-// and one compare), a row at a time, the row's 8 items unrolled; the items inside a band
+// as in rank_tile (gr_place_cell: the row's cells; where a cell holds an edge, after the
+// row's 8 items, a branchless search over the bands and one compare: gr_search_round), a row
+// at a time, the row's 8 items unrolled; the items inside a band
 // then join the warp's queue (one vote a row where none does) for their defined score
 // (gr_exact_score), 32 at a time. The counts are 16 bits in shared memory, rows 2p and 2p + 1
 // in the two halves of the same words (row_counts), or in global memory where a block's rows

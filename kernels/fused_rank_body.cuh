@@ -48,7 +48,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             const int64_t u = users[b0 + t], t0 = tests_begin[b0 + t], m = tests_begin[b0 + t + 1] - t0;
             const GlobalBands<float> bands = bands_of(t, t0 - tb0, (int)m);
             if (m > 0) worst = bands.low((int)m - 1);
-            scale = gr_cells_scale<float>(bands, (int)m);
+            scale = gr_cells_scale<float>(bands, (int)m, GR_CELLS);
             training = gr_row_training(train_indptr, train_indices, u, span_begin);
         }
         sh_worst[t] = worst;
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         const int m = (int)(sh_first[r + 1] - first);
         const GlobalBands<float> bands = bands_of(r, first, m);
         for (int k = (t & 1) * (GR_CELLS / 2); k < (t & 1 ? GR_CELLS : GR_CELLS / 2); ++k)
-            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k);
+            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], Cells<float>{nullptr, sh_scale[r], GR_CELLS - 1}, k);
     }
     __syncthreads();
     const bool in_shared = sh_words <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt
@@ -103,10 +103,14 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             const uint32_t pool = r < n_rows ? tile.pool(train_bits[r], i, j0, span_end) : 0u;  // bit j: tile.col(i, j)
             const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
-            const Cells<float> cells = {sh_cells[r], sh_scale[r]};
+            const Cells<float> cells = {sh_cells[r], sh_scale[r], GR_CELLS - 1};
             const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
             float mn = (float)GR_INF, mx = -(float)GR_INF;
-            uint32_t defer = 0;  // bit j: tile.col(i, j) waits for its defined score
+            const auto add = [&](int c) {  // an item counted at place c
+                if (in_shared) gr_add_count(counts, c);  // the same in the whole block: shared-memory atomics
+                else gr_add_count(cnt + tb0 + first, c);
+            };
+            uint32_t defer = 0, search = 0;  // bit j: tile.col(i, j) waits for its defined score; its cell holds an edge
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 if ((pool >> j) & 1u) {
@@ -114,12 +118,13 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     bad |= (int)!isfinite(s) << i;
-                    const bool d = in_shared  // the same in the whole block: shared-memory atomics
-                                       ? gr_count(cells, bands, m, top, worst, s, counts)
-                                       : gr_count(cells, bands, m, top, worst, s, cnt + tb0 + first);
-                    defer |= (uint32_t)d << j;
+                    const int c = gr_place_cell(cells, m, worst, s);
+                    if (c >= 0) add(c);
+                    defer |= (uint32_t)(c == GR_DEFER) << j;
+                    search |= (uint32_t)(c == GR_SEARCH) << j;
                 }
             }
+            defer |= gr_search_round<float>(search, bands, m, top, [&](int j) { return scores[i][j]; }, add);
             // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
             // n_j its norm), where that is below the row's; what it places, it counts as the
             // defined score would (it lies strictly between the same test items), without computing it
@@ -131,10 +136,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
                 const GlobalBands<float> mine{test_scores + tb0 + first, own};
                 const int c = gr_place(mine, m, top, mine.low(m - 1), s);
                 if (c == GR_DEFER) continue;
-                if (c >= 0) {
-                    if (in_shared) gr_add_count(counts, c);
-                    else gr_add_count(cnt + tb0 + first, c);
-                }
+                if (c >= 0) add(c);
                 defer &= ~(1u << j);
             }
             if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue

@@ -11,10 +11,11 @@
 // One block takes one user and up to RANK_SPAN items (a whole cuBLAS tile): its set-up (the
 // training bitmap, the test items' bands) and its barriers are paid once per 65,536 items.
 // A pool item is compared with the bands of the test items in the filter's own type (float
-// for float factors): its cell's entry in the user's table (bands.cuh: gr_place_cells), or
+// for float factors): its cell's entry in the user's table (bands.cuh: gr_place_cell), or
 // where the cell holds a band's edge the count of bands wholly above it, then one compare
-// with the next band. Only an item inside a band goes to the defined score, and not at
-// once: each warp queues such items and scores them 32 at a time, one per lane, so that one
+// with the next band (after the lane's other items of the round: gr_search_round). Only an
+// item inside a band goes to the defined score, and not at once: each warp queues such
+// items and scores them 32 at a time, one per lane, so that one
 // lane's F products in float64 do not hold up the other 31 lanes of its warp. A lane takes
 // RANK_ROUND items a round, their scores loaded before any is placed, and the warp votes
 // once a round on whether any of its items waits.
@@ -26,6 +27,7 @@
 #endif
 #define RANK_ROUND 4  // items of a lane per round
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
+#define RANK_CELLS 1024  // a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items; GR_CELLS in a smaller one
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
@@ -40,7 +42,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_SHARED_TESTS];
-    __shared__ uint8_t sh_cells[GR_CELLS];
+    __shared__ uint8_t sh_cells[RANK_CELLS];
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
 
@@ -71,10 +73,13 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const GlobalBands<T> global_bands = {ts, tl};
     const int n_tests = (int)m, top = gr_search_top(n_tests);  // m < 2^31: distinct items
     const T worst = m == 0 ? (T)GR_INF : in_shared ? shared_bands.low(n_tests - 1) : global_bands.low(n_tests - 1);
-    // the user's cells (bands.cuh), from the bands in shared memory; none for more than GR_CELL_TESTS
-    const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests) : (T)0};
-    for (int k = threadIdx.x; k < GR_CELLS; k += blockDim.x)
-        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, k);
+    // the user's cells (bands.cuh), from the bands in shared memory; none for more than GR_CELL_TESTS.
+    // Finer cells where the block has many items (fewer of them search), fewer where building the
+    // table would cost as much as counting the block's items.
+    const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
+    const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0,
+                            (T)(n_cells - 1)};
+    for (int k = threadIdx.x; k < n_cells; k += blockDim.x) sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
@@ -101,7 +106,8 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const int n_span = (int)span_n;  // at most RANK_SPAN
     for (int j0 = (threadIdx.x - lane) * RANK_ROUND; j0 < n_span; j0 += blockDim.x * RANK_ROUND) {
         T s[RANK_ROUND];
-        uint32_t pool = 0, defer = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for its defined score
+        uint32_t pool = 0, defer = 0, search = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for
+                                                   // its defined score; its cell holds an edge
 #pragma unroll
         for (int q = 0; q < RANK_ROUND; ++q) {
             const int j = j0 + 32 * q + lane;
@@ -117,12 +123,23 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 mn = fmin(mn, s[q]);
                 mx = fmax(mx, s[q]);
                 bad |= !isfinite(s[q]);
-                const bool d = in_shared  // the same in the whole block: shared-memory reads and atomics
-                                   ? gr_count(cells, shared_bands, n_tests, top, worst, s[q], sh_cnt)
-                                   : gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0);
-                defer |= (uint32_t)d << q;
+                if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
+                    const int c = gr_place_cell(cells, n_tests, worst, s[q]);
+                    if (c >= 0) atomicAdd(&sh_cnt[c], 1);
+                    defer |= (uint32_t)(c == GR_DEFER) << q;
+                    search |= (uint32_t)(c == GR_SEARCH) << q;
+                } else {
+                    defer |= (uint32_t)gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0) << q;
+                }
             }
         }
+        const auto score = [&](int q) {  // s[q], with no local memory
+            T v = s[0];
+#pragma unroll
+            for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
+            return v;
+        };
+        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, score, [&](int c) { atomicAdd(&sh_cnt[c], 1); });
         if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
             for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);

@@ -738,17 +738,17 @@ def test_gr_place_equals_its_definition(mutant, tmp_path):
 
 CELLS = r"""
 #include "bands.cuh"
-// Block k, case k (its m[k] bands at lo/hi[k * width ..]): the cells built as the rank kernels
-// build them, then for each of its scores s[k * n_s ..]: gr_place_cells, gr_place, and the
-// cell and its entry where gr_place_cells reads them (else -1, -1).
+// Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
+// the rank kernels build them, then for each of its scores s[k * n_s ..]: gr_place_cells,
+// gr_place, and the cell and its entry where gr_place_cells reads them (else -1, -1).
 template <typename T>
-__device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int* out) {
-    __shared__ uint8_t entry[GR_CELLS];
+__device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
+    __shared__ uint8_t entry[1024];
     const int k = blockIdx.x, n = m[k];
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
-    const Cells<T> c = {entry, gr_cells_scale<T>(bands, n)};
-    for (int i = threadIdx.x; i < GR_CELLS; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c.scale, i);
+    const Cells<T> c = {entry, gr_cells_scale<T>(bands, n, n_cells), (T)(n_cells - 1)};
+    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c, i);
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
@@ -756,22 +756,22 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
         const bool read = isfinite(x) && x >= worst;
         o[0] = gr_place_cells(c, bands, n, gr_search_top(n), worst, x);
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
-        o[2] = read ? gr_cell(x, worst, c.scale) : -1;
+        o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
     }
 }
 extern "C" __global__ void cells_f32(const float* lo, const float* hi, const int* m, int width, const float* s, int n_s,
-                                     int* out) { cells(lo, hi, m, width, s, n_s, out); }
+                                     int n_cells, int* out) { cells(lo, hi, m, width, s, n_s, n_cells, out); }
 extern "C" __global__ void cells_f64(const double* lo, const double* hi, const int* m, int width, const double* s,
-                                     int n_s, int* out) { cells(lo, hi, m, width, s, n_s, out); }
+                                     int n_s, int n_cells, int* out) { cells(lo, hi, m, width, s, n_s, n_cells, out); }
 """
 
 
 CELLS_MUTANTS = {  # (old, new) in bands.cuh
-    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), worst, scale) == k) return GR_CELL_SEARCH;", ""),
-    "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale) == k",
-                                     "gr_cell(bands.low(p ? p - 1 : 0), worst, scale) == k"),
-    "the best band in the last cell": ("scale = (T)(GR_CELLS - 2) / width", "scale = (T)GR_CELLS / width"),
+    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), worst, scale, last) == k) return GR_CELL_SEARCH;", ""),
+    "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale, last) == k",
+                                     "gr_cell(bands.low(p ? p - 1 : 0), worst, scale, last) == k"),
+    "the best band in the last cell": ("scale = (T)(n - 2) / width", "scale = (T)n / width"),
 }
 
 
@@ -796,19 +796,19 @@ def cells_cases(dtype, rng):
     return [(name, lo.astype(dtype), hi.astype(dtype)) for name, lo, hi in cases]
 
 
-def cells_scores(low, high, dtype, n_s):
-    """Scores where a table can go wrong: every edge and its neighbours, the cells' own edges
-    (as float64 arithmetic puts them) and their neighbours, a grid, the extremes."""
+def cells_scores(low, high, dtype, n_s, n_cells):
+    """Scores where a table of n_cells can go wrong: every edge and its neighbours, the cells'
+    own edges (as float64 arithmetic puts them) and their neighbours, a grid, the extremes."""
     with np.errstate(over="ignore"):  # the huge case: high(0) - low(m - 1) overflows, as it should
-        return _cells_scores(low, high, dtype, n_s)
+        return _cells_scores(low, high, dtype, n_s, n_cells)
 
 
-def _cells_scores(low, high, dtype, n_s):
+def _cells_scores(low, high, dtype, n_s, n_cells):
     edges = np.r_[low, high][np.isfinite(np.r_[low, high])].astype(dtype)
     x = [edges, np.nextafter(edges, dtype(np.inf)), np.nextafter(edges, dtype(-np.inf))]
     if low.size and np.isfinite(high[0] - low[-1]) and high[0] > low[-1]:
         base, width = np.float64(low[-1]), np.float64(high[0]) - np.float64(low[-1])
-        cuts = (base + width / 126 * np.arange(-1, 131)).astype(dtype)
+        cuts = (base + width / (n_cells - 2) * np.arange(-1, n_cells + 3)).astype(dtype)
         x += [cuts, np.nextafter(cuts, dtype(np.inf)), np.nextafter(cuts, dtype(-np.inf)),
               np.linspace(base - 1, base + width + 1, 400).astype(dtype)]
     info = np.finfo(dtype)
@@ -817,9 +817,10 @@ def _cells_scores(low, high, dtype, n_s):
     return np.resize(x, n_s) if x.size > n_s else np.r_[x, np.full(n_s - x.size, np.nan, dtype=dtype)]
 
 
-@pytest.mark.parametrize("dtype, mutant", [(np.float32, None), (np.float64, None),
-                                           *((np.float32, mutant) for mutant in CELLS_MUTANTS)])
-def test_cells_answer_as_the_search(dtype, mutant, tmp_path):
+@pytest.mark.parametrize("dtype, n_cells, mutant", [(np.float32, 128, None), (np.float64, 128, None),
+                                                    (np.float32, 1024, None), (np.float64, 1024, None),
+                                                    *((np.float32, 128, mutant) for mutant in CELLS_MUTANTS)])
+def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     """bands.cuh's cells (gr_place_cells: the rank kernels' table from a score's cell to its
     place) against gr_place, which searches, at every edge, every cell's edge and their
     neighbouring floats, on bands with ties and overlaps, up to the table's 254 test items;
@@ -829,25 +830,26 @@ def test_cells_answer_as_the_search(dtype, mutant, tmp_path):
     the type)."""
     rng = np.random.default_rng(17)
     cases = cells_cases(dtype, rng)
-    width, n_s = 256, 2048
+    width, n_s = 256, 2048 + 2 * n_cells
     lo = np.full((len(cases), width), np.nan, dtype=dtype)
     hi = np.full((len(cases), width), np.nan, dtype=dtype)
     s = np.zeros((len(cases), n_s), dtype=dtype)
     for k, (_, low, high) in enumerate(cases):
         lo[k, :low.size], hi[k, :high.size] = low, high
-        s[k] = cells_scores(low, high, dtype, n_s)
+        s[k] = cells_scores(low, high, dtype, n_s, n_cells)
     m = np.array([low.size for _, low, _ in cases], dtype=np.int32)
     out = np.zeros((len(cases), n_s, 4), dtype=np.int32)
     include = mutated_kernels(tmp_path, "bands.cuh", *CELLS_MUTANTS[mutant]) if mutant else KERNELS  # must fail
     kernel = module("cells", CELLS, include=include).get_function("cells_f32" if dtype == np.float32 else "cells_f64")
-    kernel((len(cases),), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), s.ravel(), np.int32(n_s), out))
+    kernel((len(cases),), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), s.ravel(), np.int32(n_s), np.int32(n_cells),
+                                   out))
     failures = []
     for k, (name, low, high) in enumerate(cases):
         got, searched, cell, entry = out[k].T
         answered = (entry >= 0) & (entry != 255)
         ok = np.array_equal(got, searched)
         if name.startswith(("int", "normal", "tiny")) and low.size <= 254:
-            high_above = high[0] + 2 * (high[0] - low[-1]) / 126
+            high_above = high[0] + 2 * (high[0] - low[-1]) / (n_cells - 2)
             ok = ok and np.unique(cell[entry == 255]).size <= 2 * low.size and answered[np.isfinite(s[k]) & (s[k] > high_above)].all()
         else:
             ok = ok and not answered.any()
@@ -1191,11 +1193,17 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "off-by-one c <= m": ("rank_tile.cu", "if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
     "missing barrier after the training bitmap": ("rank_tile.cu", "__syncthreads();", "", 2),
     "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
-    "half the cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < GR_CELLS;",
-                                     "for (int k = threadIdx.x; k < GR_CELLS / 2;", 1),
+    "half the cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < n_cells;",
+                                     "for (int k = threadIdx.x; k < n_cells / 2;", 1),
+    "a large block's last 512 cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < n_cells;",
+                                                     "for (int k = threadIdx.x; k < min(n_cells, 512);", 1),
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
     "a neighbour's training bit": ("rank_tile.cu", "& (1u << lane)))", "& (1u << (lane ^ 1))))", 1),
+    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(c == GR_SEARCH) << q;",
+                                                  "search = (uint32_t)(c == GR_SEARCH) << q;", 1),
+    "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
+    "a search ending inside a band not deferred": ("bands.cuh", "        else defer |= 1u << q;\n", "", 1),
 }
 
 
@@ -1235,8 +1243,11 @@ FUSED_MUTANTS = {  # (file, old, new)
                                                  "sh_min[r] = mn;"),
     "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
-    "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], k)",
-                                                "sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r ^ 1], k)"),
+    "a row's cells from the next row's bands": ("fused_rank_body.cuh", "Cells<float>{nullptr, sh_scale[r], GR_CELLS - 1}, k)",
+                                                "Cells<float>{nullptr, sh_scale[r ^ 1], GR_CELLS - 1}, k)"),
+    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(c == GR_SEARCH) << j;",
+                                                "search = (uint32_t)(c == GR_SEARCH) << j;"),
+    "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
 }
 
 
