@@ -437,7 +437,7 @@ def _score_rows(scores, n_users, n_items, on_gpu):
         x = v.host_array_or_device(x, what)
         if isinstance(x, np.ndarray):  # checked on the host, before it moves
             checked(x, what, shape)
-        return checked(_backend.to_device(x) if on_gpu else np.asarray(_backend.to_host(x, what)), what, shape)
+        return checked(_backend.to_device(x, what) if on_gpu else np.asarray(_backend.to_host(x, what)), what, shape)
 
     if callable(scores):
         def from_function(users):

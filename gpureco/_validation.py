@@ -197,12 +197,13 @@ def host_array_or_device(value, what):
                         f"{type(value).__name__} that is not.") from None
 
 
-def real_array(value, what, asarray=np.asarray):
-    """`value` as an array of real numbers where `asarray` puts it (_backend.to_device: the GPU)."""
+def real_array(value, what, asarray=None):
+    """`value` as an array of real numbers: a NumPy array, or where `asarray(value, what)` puts
+    it (_backend.to_device: the GPU)."""
     value = host_array_or_device(value, what)
     if isinstance(value, np.ndarray):
         _check_real_dtype(value.dtype, what)
-    array = asarray(value)
+    array = np.asarray(value) if asarray is None else asarray(value, what)
     _check_real_dtype(array.dtype, what)
     return array
 
@@ -265,7 +266,7 @@ def check_finite(X, name, why=""):
     return X
 
 
-def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=np.asarray):
+def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None):
     """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are.
     With xp=cupy (and asarray=_backend.to_device) they stay in, or go to, GPU memory."""
     if (A is None) != (B is None):

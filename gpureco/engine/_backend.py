@@ -50,10 +50,11 @@ def _probe():
         except Exception as error:  # no driver, no device, or a CUDA version mismatch
             count, why = 0, f"{type(error).__name__}: {error}"
         if count > 0:
-            try:  # the kernels are compiled at run time: NVRTC must be there (cupy-cuda13x[ctk])
+            try:  # the kernels are compiled at run time: NVRTC and the CUDA headers must be there
                 from cupy_backends.cuda.libs import nvrtc
                 nvrtc.getVersion()
                 name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+                _compile_and_run(cupy)
             except Exception as error:
                 _state = (None, GpuStatus(False, f"CuPy cannot compile kernels or query the device "
                                                  f"({type(error).__name__}: {error})"), True)
@@ -63,6 +64,18 @@ def _probe():
         else:
             _state = (None, GpuStatus(False, f"CuPy is installed but no CUDA device is usable ({why})"), True)
     return _state
+
+
+def _compile_and_run(cupy):
+    """A one-line kernel compiled as gpureco's are (NVRTC, with CuPy's CUDA headers) and run:
+    CuPy finds its compiler and headers only when a kernel is first compiled (from 14.1 a
+    missing header path is a RuntimeError there), so that "auto" falls back to the CPU here
+    instead of failing at the first evaluation."""
+    kernel = cupy.RawKernel(r'extern "C" __global__ void gpureco_probe(int* x) { x[0] = 7; }', "gpureco_probe")
+    x = cupy.zeros(1, dtype=cupy.int32)
+    kernel((1,), (1,), (x,))
+    if int(x.get()[0]) != 7:
+        raise RuntimeError("a probe kernel ran but did not write its output")
 
 
 def gpu_available():
@@ -127,23 +140,33 @@ def device_context(backend):
 
 
 def is_device_array(x):
-    """Whether x lives in GPU memory (CuPy, CUDA array interface, or a CUDA DLPack device)."""
+    """Whether x lives in GPU memory (CuPy, CUDA array interface, or a CUDA DLPack device).
+
+    Pinned host memory (DLPack's kDLCUDAHost, 3) is host memory: NumPy reads it, CuPy's
+    from_dlpack refuses it."""
     if hasattr(x, "__cuda_array_interface__") or type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
         return True
     try:
-        return x.__dlpack_device__()[0] in (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        return x.__dlpack_device__()[0] in (2, 13)  # kDLCUDA, kDLCUDAManaged
     except Exception:
         return False
 
 
-def to_device(x):
-    """x as a CuPy array, without a copy when it is already in GPU memory."""
+def to_device(x, what=None):
+    """x as a CuPy array, without a copy when it is already in GPU memory. GPU memory of another
+    device than the current one is an error naming `what` (the kernels cannot read it)."""
     cp = cupy()
-    if isinstance(x, cp.ndarray):
-        return x
-    if not hasattr(x, "__cuda_array_interface__") and hasattr(x, "__dlpack__") and is_device_array(x):
-        return cp.from_dlpack(x)
-    return cp.asarray(x)
+    if not isinstance(x, cp.ndarray):
+        if not is_device_array(x):
+            return cp.asarray(x)  # host memory: copied to the current device
+        dlpack = not hasattr(x, "__cuda_array_interface__") and hasattr(x, "__dlpack__")
+        x = cp.from_dlpack(x) if dlpack else cp.asarray(x)
+    here = cp.cuda.Device().id
+    there = getattr(x.device, "id", here)  # (the tests' NumPy model of the device: one device)
+    if what is not None and there != here:
+        raise ValueError(f"{what} is on GPU {there} but gpureco is evaluating on GPU {here}; move it there, "
+                         f"or pass device='cuda:{there}'.")
+    return x
 
 
 def to_host(x, name):

@@ -314,14 +314,18 @@ class GpuRanking:
 
 
 def batches(n_users, first_size, run):
-    """Call run(begin, end) over [0, n_users) in batches, halving the batch on CUDA out-of-memory."""
+    """Call run(begin, end) over [0, n_users) in batches, halving the batch when memory runs out.
+
+    CuPy's allocator raises cupy.cuda.memory.OutOfMemoryError, a MemoryError; its sorts (Thrust)
+    report a failed scratch allocation as a plain MemoryError (CuPy 14.1 on): both halve.
+    """
     cp = _backend.cupy()
     size, begin = max(1, first_size), 0
     while begin < n_users:
         end = min(n_users, begin + size)
         try:
             run(begin, end)
-        except cp.cuda.memory.OutOfMemoryError as error:
+        except MemoryError as error:
             cp.get_default_memory_pool().free_all_blocks()
             if size == 1:
                 raise MemoryError(f"gpureco: one user does not fit in GPU memory ({error}); lower 'max_memory' "

@@ -96,3 +96,66 @@ def test_gpu_arrays_without_cupy_are_a_clear_error(fresh_probe, monkeypatch, rng
 def test_array_module_does_not_import_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     assert _backend.array_module(np.zeros(2), [1.0]) is np
+
+
+def fake_cupy_that_cannot_compile(monkeypatch):
+    """CuPy with a device and NVRTC, whose first compile fails as CuPy 14.1's does without the
+    CUDA headers."""
+    def no_headers(*args, **kwargs):
+        raise RuntimeError("Failed to find CUDA headers. Please install the CUDA Toolkit headers")
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
+        getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"}))
+    cupy.RawKernel = no_headers
+    nvrtc = types.ModuleType("cupy_backends.cuda.libs.nvrtc")
+    nvrtc.getVersion = lambda: (13, 0)
+    for name in ("cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.nvrtc", nvrtc)
+    sys.modules["cupy_backends.cuda.libs"].nvrtc = nvrtc
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+
+
+def test_cupy_that_cannot_compile_a_kernel_falls_back(fresh_probe, monkeypatch, rng):
+    """The probe compiles and runs a kernel: a CuPy without the CUDA headers is no GPU for "auto"
+    (the CPU, one warning that says why), and a clear error for "gpu"."""
+    fake_cupy_that_cannot_compile(monkeypatch)
+    status = gpureco.gpu_available()
+    assert not status and "cannot compile kernels" in status.reason and "Failed to find CUDA headers" in status.reason
+    with pytest.warns(RuntimeWarning, match="evaluating on the CPU: CuPy cannot compile kernels"):
+        auto = evaluate("auto", np.random.default_rng(3))
+    assert auto.equals(evaluate("cpu", np.random.default_rng(3)))
+    with pytest.raises(RuntimeError, match="device='gpu' needs a usable GPU: CuPy cannot compile kernels"):
+        evaluate("gpu", rng)
+
+
+class PinnedHost:
+    """An array in pinned host memory as DLPack describes it (kDLCUDAHost, 3): host memory."""
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack_device__(self):
+        return (3, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+
+def test_pinned_host_memory_is_host_memory(rng):
+    X_train, X_test, A, B = random_problem(rng)
+    X_train[:, 0], X_test[:, 0] = 0, 1  # every user evaluated: no NaN warning
+    assert not _backend.is_device_array(PinnedHost(A))
+    got = gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), PinnedHost(A), PinnedHost(B), k=3, device="cpu")
+    assert got.equals(gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=3, device="cpu"))
+
+
+def test_an_array_on_another_gpu_is_a_clear_error(monkeypatch):
+    class DeviceArray:
+        def __init__(self, device):
+            self.device = types.SimpleNamespace(id=device)
+    cp = types.SimpleNamespace(ndarray=DeviceArray, cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0)))
+    monkeypatch.setattr(_backend, "cupy", lambda: cp)
+    here = DeviceArray(0)
+    assert _backend.to_device(here, "'A'") is here
+    with pytest.raises(ValueError, match=r"'A' is on GPU 1 but gpureco is evaluating on GPU 0; .* device='cuda:1'"):
+        _backend.to_device(DeviceArray(1), "'A'")

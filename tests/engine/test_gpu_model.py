@@ -60,6 +60,24 @@ def test_out_of_memory_halves_the_batch(monkeypatch, rng):
     assert calls  # 16 -> 8 -> 4 users per batch
 
 
+def test_a_sort_out_of_memory_halves_the_batch(monkeypatch, rng):
+    """CuPy's sorts (Thrust) report a failed scratch allocation as a plain MemoryError, not as
+    the allocator's OutOfMemoryError: the batch halves all the same."""
+    X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
+    failed = []
+    with model_device(monkeypatch) as cupy:
+        lexsort = cupy.lexsort
+
+        def scarce(keys):
+            if keys.shape[-1] > 40:  # the test entries of more than about 4 users
+                failed.append(keys.shape[-1])
+                raise MemoryError("std::bad_alloc: cudaErrorMemoryAllocation: out of memory")
+            return lexsort(keys)
+        monkeypatch.setattr(cupy, "lexsort", scarce)
+        both(to_csr(X_train), to_csr(X_test), A, B, batch_size=16)
+    assert failed
+
+
 def test_one_user_that_does_not_fit_is_a_clear_error(monkeypatch, rng):
     X_train, X_test, A, B = random_problem(rng, n_users=5, n_items=30)
     X_test[:, 0], X_train[:, 0] = 1, 0
