@@ -39,6 +39,18 @@ def version(lib):
 
 def compile_to_ptx(lib, source, name, options):
     """(PTX text or None, compile log) of `source` with `options`, as CuPy compiles it."""
+    code, log = _compile(lib, source, name, options, "PTX")
+    return (None if code is None else code.decode()), log
+
+
+def compile_to_cubin(lib, source, name, options):
+    """(cubin bytes or None, compile log) of `source` with `options` (an -arch=sm_XX among them):
+    what CuPy builds on a device NVRTC knows, machine code, so that ptxas's limits (registers,
+    48 KB of static shared memory) are checked too."""
+    return _compile(lib, source, name, options, "CUBIN")
+
+
+def _compile(lib, source, name, options, kind):
     program = ctypes.c_void_p()
     status = lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(), 0, None, None)
     if status:
@@ -52,9 +64,9 @@ def compile_to_ptx(lib, source, name, options):
         lib.nvrtcGetProgramLog(program, log)
         if status:
             return None, log.value.decode(errors="replace")
-        lib.nvrtcGetPTXSize(program, ctypes.byref(size))
-        ptx = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetPTX(program, ptx)
-        return ptx.value.decode(), log.value.decode(errors="replace")
+        getattr(lib, f"nvrtcGet{kind}Size")(program, ctypes.byref(size))
+        code = ctypes.create_string_buffer(size.value)
+        getattr(lib, f"nvrtcGet{kind}")(program, code)
+        return (code.value if kind == "PTX" else code.raw), log.value.decode(errors="replace")
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))

@@ -60,6 +60,33 @@ def test_kernel_compiles_with_nvrtc_as_at_run_time(source, arch):
 
 
 @pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("source", KERNELS, ids=lambda path: path.name)
+def test_kernel_builds_machine_code_with_nvrtc_as_cupy_does(source, arch):
+    """As CuPy 14 builds a kernel on an A100 or H100: a cubin (-arch=sm_XX), with the options it
+    adds (-ftz=true, --device-as-default-execution-space), so that ptxas's limits are checked
+    (a PTX build passes a kernel over 48 KB of static shared memory, which the device rejects)."""
+    cubin, log = nvrtc.compile_to_cubin(NVRTC, source.read_text(), source.name,
+                                        [*_gpu.compile_options(), f"-arch={arch}", "-ftz=true",
+                                         "--device-as-default-execution-space"])
+    assert cubin is not None, log
+    assert cubin[:4] == b"\x7fELF"
+    for name in ENTRIES[source.stem]:
+        assert name.encode() + b"\0" in cubin, name
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
+def test_nvrtc_machine_code_checks_the_shared_memory_limit():
+    """The cubin build can fail where the PTX build does not: 49,152 bytes of static shared
+    memory and more is an error of ptxas."""
+    source = ('extern "C" __global__ void k(int* x) { __shared__ int s[12289]; s[threadIdx.x] = x[threadIdx.x]; '
+              '__syncthreads(); x[threadIdx.x] = s[12288 - threadIdx.x]; }')
+    ptx, _ = nvrtc.compile_to_ptx(NVRTC, source, "big.cu", ["-arch=compute_90"])
+    cubin, log = nvrtc.compile_to_cubin(NVRTC, source, "big.cu", ["-arch=sm_90"])
+    assert ptx is not None and cubin is None and "shared" in log
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
 def test_nvrtc_reports_a_broken_kernel():
     """The NVRTC check can fail: a syntax error comes back with its log."""
     ptx, log = nvrtc.compile_to_ptx(NVRTC, 'extern "C" __global__ void k(int* x) { x[0] = ; }', "broken.cu",
