@@ -27,7 +27,14 @@
 #endif
 #define RANK_ROUND 4  // items of a lane per round
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
-#define RANK_CELLS 1024  // a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items; GR_CELLS in a smaller one
+// a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items (GR_CELLS in a smaller one):
+// 1,024, but GR_CELLS on an A100 or Orin (164 KB of shared memory an SM), where 896 more bytes a
+// block would fit 6 blocks an SM instead of 7
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870)
+#define RANK_CELLS GR_CELLS
+#else
+#define RANK_CELLS 1024
+#endif
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
