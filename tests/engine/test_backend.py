@@ -98,15 +98,23 @@ def test_array_module_does_not_import_cupy(monkeypatch):
     assert _backend.array_module(np.zeros(2), [1.0]) is np
 
 
-def fake_cupy_that_cannot_compile(monkeypatch):
+def fake_cupy_with_a_device(monkeypatch, kernel=None):
     """CuPy with a device and NVRTC, whose first compile fails as CuPy 14.1's does without the
-    CUDA headers."""
-    def no_headers(*args, **kwargs):
-        raise RuntimeError("Failed to find CUDA headers. Please install the CUDA Toolkit headers")
+    CUDA headers; or, with `kernel`, compiles every kernel into kernel(grid, block, args)."""
+    def compiler(code, name):
+        if kernel is None:
+            raise RuntimeError("Failed to find CUDA headers. Please install the CUDA Toolkit headers")
+        return kernel
+
+    class DeviceArray(np.ndarray):
+        def get(self):
+            return np.array(self)
     cupy = types.ModuleType("cupy")
     cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
         getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"}))
-    cupy.RawKernel = no_headers
+    cupy.RawKernel = compiler
+    cupy.int32 = np.int32
+    cupy.zeros = lambda n, dtype: np.zeros(n, dtype=dtype).view(DeviceArray)
     nvrtc = types.ModuleType("cupy_backends.cuda.libs.nvrtc")
     nvrtc.getVersion = lambda: (13, 0)
     for name in ("cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"):
@@ -119,7 +127,7 @@ def fake_cupy_that_cannot_compile(monkeypatch):
 def test_cupy_that_cannot_compile_a_kernel_falls_back(fresh_probe, monkeypatch, rng):
     """The probe compiles and runs a kernel: a CuPy without the CUDA headers is no GPU for "auto"
     (the CPU, one warning that says why), and a clear error for "gpu"."""
-    fake_cupy_that_cannot_compile(monkeypatch)
+    fake_cupy_with_a_device(monkeypatch)
     status = gpureco.gpu_available()
     assert not status and "cannot compile kernels" in status.reason and "Failed to find CUDA headers" in status.reason
     with pytest.warns(RuntimeWarning, match="evaluating on the CPU: CuPy cannot compile kernels"):
@@ -127,6 +135,20 @@ def test_cupy_that_cannot_compile_a_kernel_falls_back(fresh_probe, monkeypatch, 
     assert auto.equals(evaluate("cpu", np.random.default_rng(3)))
     with pytest.raises(RuntimeError, match="device='gpu' needs a usable GPU: CuPy cannot compile kernels"):
         evaluate("gpu", rng)
+
+
+def test_the_probe_runs_a_kernel(fresh_probe, monkeypatch):
+    """A CuPy whose probe kernel writes its output is a GPU; one whose kernel runs without
+    writing is not (a broken driver or device, found before the first evaluation)."""
+    def writes(grid, block, args):
+        args[0][0] = 7
+    fake_cupy_with_a_device(monkeypatch, kernel=writes)
+    status = gpureco.gpu_available()
+    assert status and "device 0 is NVIDIA H100" in status.reason
+    monkeypatch.setattr(_backend, "_state", None)
+    fake_cupy_with_a_device(monkeypatch, kernel=lambda grid, block, args: None)
+    status = gpureco.gpu_available()
+    assert not status and "did not write its output" in status.reason
 
 
 class PinnedHost:
