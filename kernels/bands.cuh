@@ -109,12 +109,11 @@ __device__ T gr_cells_scale(const Bands& bands, int m, int n) {
 // Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for its scale:
 // with p = #{i : cell(low(i)) > k}, the cells of the low edges never increasing in i, as the
 // bands: GR_CELL_SEARCH where an edge's cell is k (or p = m: the cell lies below the worst band,
-// where gr_place_cells has answered before reading the table); otherwise every score s of the
+// where gr_place_cell has answered before reading the table); otherwise every score s of the
 // cell has low(i) > s exactly for i < p, so gr_search finds c = p (<= m - 1), and s <=
 // high(p) exactly when cell(high(p)) > k.
 template <typename T, typename Bands>
-__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, const Cells<T>& cells, int k) {
-    const T scale = cells.scale, last = cells.last;
+__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k) {
     if (!(scale > (T)0)) return GR_CELL_SEARCH;
     const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
         int lo = 0, hi = m;
@@ -140,13 +139,6 @@ __device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, int m, T wor
     const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
     if (e < GR_CELL_DEFER) return e;
     return e == GR_CELL_DEFER ? GR_DEFER : GR_SEARCH;
-}
-
-// gr_place, its answer read from the user's cells where the cell holds no edge.
-template <typename T, typename Bands>
-__device__ __forceinline__ int gr_place_cells(const Cells<T>& cells, const Bands& bands, int m, int top, T worst, T s) {
-    const int c = gr_place_cell(cells, m, worst, s);
-    return c == GR_SEARCH ? gr_search(bands, m, top, s) : c;
 }
 
 // A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in

@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         const int m = (int)(sh_first[r + 1] - first);
         const GlobalBands<float> bands = bands_of(r, first, m);
         for (int k = (t & 1) * (GR_CELLS / 2); k < (t & 1 ? GR_CELLS : GR_CELLS / 2); ++k)
-            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], Cells<float>{nullptr, sh_scale[r], GR_CELLS - 1}, k);
+            sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k);
     }
     __syncthreads();
     const bool in_shared = sh_words <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt

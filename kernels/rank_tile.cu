@@ -86,7 +86,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
     const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0,
                             (T)(n_cells - 1)};
-    for (int k = threadIdx.x; k < n_cells; k += blockDim.x) sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells, k);
+    for (int k = threadIdx.x; k < n_cells; k += blockDim.x) sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, cells.last, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));

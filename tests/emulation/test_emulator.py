@@ -739,8 +739,9 @@ def test_gr_place_equals_its_definition(mutant, tmp_path):
 CELLS = r"""
 #include "bands.cuh"
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
-// the rank kernels build them, then for each of its scores s[k * n_s ..]: gr_place_cells,
-// gr_place, and the cell and its entry where gr_place_cells reads them (else -1, -1).
+// the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
+// rank kernels find it (gr_place_cell, then gr_search where it says GR_SEARCH), gr_place, and
+// the cell and its entry where gr_place_cell reads them (else -1, -1).
 template <typename T>
 __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
     __shared__ uint8_t entry[1024];
@@ -748,13 +749,14 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
     const Cells<T> c = {entry, gr_cells_scale<T>(bands, n, n_cells), (T)(n_cells - 1)};
-    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c, i);
+    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c.scale, c.last, i);
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
         int* o = out + 4 * (k * n_s + i);
         const bool read = isfinite(x) && x >= worst;
-        o[0] = gr_place_cells(c, bands, n, gr_search_top(n), worst, x);
+        const int cell = gr_place_cell(c, n, worst, x);
+        o[0] = cell == GR_SEARCH ? gr_search(bands, n, gr_search_top(n), x) : cell;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
@@ -821,7 +823,7 @@ def _cells_scores(low, high, dtype, n_s, n_cells):
                                                     (np.float32, 1024, None), (np.float64, 1024, None),
                                                     *((np.float32, 128, mutant) for mutant in CELLS_MUTANTS)])
 def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
-    """bands.cuh's cells (gr_place_cells: the rank kernels' table from a score's cell to its
+    """bands.cuh's cells (gr_place_cell: the rank kernels' table from a score's cell to its
     place) against gr_place, which searches, at every edge, every cell's edge and their
     neighbouring floats, on bands with ties and overlaps, up to the table's 254 test items;
     wherever the table is built, at most 2 m of its cells search (those holding an edge) and
@@ -1243,8 +1245,8 @@ FUSED_MUTANTS = {  # (file, old, new)
                                                  "sh_min[r] = mn;"),
     "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
-    "a row's cells from the next row's bands": ("fused_rank_body.cuh", "Cells<float>{nullptr, sh_scale[r], GR_CELLS - 1}, k)",
-                                                "Cells<float>{nullptr, sh_scale[r ^ 1], GR_CELLS - 1}, k)"),
+    "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
+                                                "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
     "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(c == GR_SEARCH) << j;",
                                                 "search = (uint32_t)(c == GR_SEARCH) << j;"),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
