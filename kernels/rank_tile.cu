@@ -86,7 +86,8 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
     const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0,
                             (T)(n_cells - 1)};
-    for (int k = threadIdx.x; k < n_cells; k += blockDim.x) sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, cells.last, k);
+    for (int k = threadIdx.x; k < n_cells; k += blockDim.x)
+        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, cells.last, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
@@ -132,7 +133,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 bad |= !isfinite(s[q]);
                 if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
                     const int c = gr_place_cell(cells, n_tests, worst, s[q]);
-                    if (c >= 0) atomicAdd(&sh_cnt[c], 1);
+                    if (c >= 0) gr_add_count(sh_cnt, c);
                     defer |= (uint32_t)(c == GR_DEFER) << q;
                     search |= (uint32_t)(c == GR_SEARCH) << q;
                 } else {
@@ -146,7 +147,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
             return v;
         };
-        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, score, [&](int c) { atomicAdd(&sh_cnt[c], 1); });
+        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, score, [&](int c) { gr_add_count(sh_cnt, c); });
         if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
             for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);
