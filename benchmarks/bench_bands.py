@@ -20,6 +20,10 @@ in the user's table (gr_place_cell: 128 cells from the worst band's low edge to 
 band's high edge), by the search (a cell holding a band's edge), or inside a band (the
 defined score). The filter score is modelled as the exact score rounded to float32.
 
+Third, the lanes of a warp whose counts (shared-memory atomics) fall on the same word, in
+rank_tile's layout (a block a user), fused_rank's (a half-warp a row) and one with the rows
+rotated among a half-warp's lanes (not built).
+
 The problem is bench_gpu's (bench_cpu.make_problem: N(0, 1) factors, about 10 test items a
 user), on --sample users. Writes <out>/bands_<date>.json and .md. With --model trained, a
 trained model instead: gpureco.datasets.make_interactions() (10,000 users x 3,000 items), 20%
@@ -75,7 +79,7 @@ def placements(A, B, X_train, X_test, users, tol, cells=128):
     """Mean shares of pool items below the worst band, placed by a cell, by the search, and
     inside a band, as bands.cuh's gr_place_cell places float32 filter scores; and the
     searched flags of each user's pool items, in item order (for warp_searches)."""
-    shares, flags = [], []
+    shares, flags, places = [], [], []
     for u in users:
         s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)[pool_of(X_train, u, B.shape[0])]
         t = -np.sort(-(A[u].astype(np.float64) @ B[X_test[[u]].indices].T.astype(np.float64)))
@@ -88,8 +92,48 @@ def placements(A, B, X_train, X_test, users, tol, cells=128):
         shares.append([np.mean(~above), np.mean(above & ~searched & ~in_band), np.mean(searched),
                        np.mean(in_band & ~searched)])
         flags.append(searched)
+        # the place a cell answers (c = #{i : low(i) > s}), -1 where the item is not counted there
+        # (below the worst band, searched, or inside a band)
+        places.append(np.where(above & ~searched & ~in_band, np.searchsorted(-lo, -s), -1))
     return dict(zip(["below the worst band", "a cell", "the search", "a cell, inside a band"],
-                    np.mean(shares, axis=0).tolist())), flags
+                    np.mean(shares, axis=0).tolist())), flags, places
+
+
+def atomic_conflicts(places, layout):
+    """Lanes of one warp's shared-memory atomic on the same word, as the rank kernels count (an
+    atomic a lane and item, at the places that the users' cells answer; `places`: a user's pool
+    items each, in order, -1 where not counted so): the mean, over the atomics where some lane
+    counts, of the largest number of lanes on one word, which the shared-memory unit serves in
+    turn. Layouts:
+    - "rank_tile, a word a place": 32 lanes of one user (a block a user), 32 consecutive items;
+    - "fused_rank, a half-warp a row": two users, 16 lanes each (FmaTile), on their own words;
+    - "fused_rank, rows rotated": lane tx of a half-warp on its row (round + tx) % 8 of 8, rows
+      2p and 2p + 1 sharing words (their counts' 16-bit halves)."""
+    n = min(p.size for p in places) // 32 * 32
+    users = np.stack([p[:n] for p in places])  # user, item
+    lane = np.arange(32)
+    half, tx = lane // 16, lane % 16
+    depth = []
+    for group in range(users.shape[0] // 16):
+        g = users[16 * group: 16 * group + 16]
+        for k, slot in enumerate(range(0, n, 32)):
+            items = slot + lane
+            if layout.startswith("rank_tile"):
+                c = word = g[k % 16, items]
+            elif layout.endswith("a row"):
+                c = g[half, items]
+                word = half * 10**6 + c
+            else:
+                rho = (k + tx) % 8
+                c = g[8 * half + rho, items]
+                word = (8 * half + rho // 2) * 10**6 + c
+            live = c >= 0
+            if live.any():
+                depth.append(np.unique(word[live], return_counts=True)[1].max())
+    return float(np.mean(depth))
+
+
+CONFLICT_LAYOUTS = ("rank_tile, a word a place", "fused_rank, a half-warp a row", "fused_rank, rows rotated")
 
 
 def warp_searches(flags, round_items):
@@ -154,7 +198,8 @@ def main(argv=None):
     rows.update({name: dict(median_tol=float(np.median(tol(users[0]))),
                             share=share_in_bands(A, B, X_train, X_test, users, tol))
                  for name, tol in per_item_bounds.items()})
-    placed, flags = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
+    placed, flags, places = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
+    conflicts = {layout: atomic_conflicts(places, layout) for layout in CONFLICT_LAYOUTS}
     warp = {}  # rank_tile: rounds of 4 items a lane, 128 or 1,024 cells; fused_rank: rounds of 8, 128 cells
     for cells, rounds in ((128, (4, 8)), (1024, (4,))):
         table = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells) if cells != 128 else (placed, flags)
@@ -163,7 +208,7 @@ def main(argv=None):
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
             "problem": dict(model=args.model, users=args.users, items=args.items, factors=f, sample=args.sample,
                             test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed,
-            "warp_searches": warp}
+            "warp_searches": warp, "atomic_conflicts": conflicts}
     lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
              f"`python benchmarks/bench_bands.py {' '.join(argv if argv is not None else sys.argv[1:])}`: "
              + (f"PureSVD on make_interactions() ({args.users:,} users x {args.items:,} items), {f} factors, "
@@ -183,6 +228,13 @@ def main(argv=None):
               "| cells, round | items searched | searches a slot, in turn | after the round |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} |"
               for name, w in warp.items()]
+    lines += ["", "Lanes of a warp's shared-memory count on one word (FP32, norms; the places a cell answers, 128 "
+              "cells): the mean over the counting atomics of the most lanes on one word (1: none share), random users "
+              "standing for a block's rows. A plain ATOMS.ADD serves such lanes one after another: fused_rank's "
+              "counts (an add of 1 or 2^16, the row's half of the word). rank_tile's (an add of 1, its result unused) "
+              "compile to ATOMS.POPC.INC, an increment by the number of lanes on the word.", "",
+              "| layout | lanes on one word |", "|---|---:|"]
+    lines += [f"| {name} | {depth:.2f} |" for name, depth in conflicts.items()]
     print("\n".join(lines))
     write_results(args.out, f"bands_{info['date']}" + ("_trained" if args.model == "trained" else ""), info,
                   "\n".join(lines))

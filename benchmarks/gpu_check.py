@@ -121,6 +121,19 @@ MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused
 MAX_SECONDS = {"build": 150, "determinism": 120, "gpu_tests": 180, "gpu_tests_fused": 180, "bench": 240, "ncu": 150,
                "sweep": 300, "training_loop": 120}
 NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32", "fused_rank_tf32")  # bench_gpu runs the fused kernel in its fused timing
+# what the speed log's predictions rest on: speed of light, stall reasons, occupancy, the issued
+# instruction mix, and the shared-memory table (wavefronts and bank conflicts of loads, stores and
+# atomics: rank_tile's counts are ATOMS.POPC.INC, fused_rank's ATOMS.ADD with lanes on one word,
+# bench_bands.py); only those this ncu lists are asked for, so that a missing one cannot fail the step
+NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "Occupancy", "LaunchStats", "InstructionStats",
+                "MemoryWorkloadAnalysis_Tables")
+
+
+def ncu_sections():
+    """NCU_SECTIONS less those that `ncu --list-sections` does not list (all of them where it lists none)."""
+    code, output = run(["ncu", "--list-sections"], timeout=60)
+    listed = set(re.findall(r"\b[A-Za-z_]+\b", output)) if code == 0 else set()
+    return [s for s in NCU_SECTIONS if s in listed] or list(NCU_SECTIONS[:4])
 
 
 def pytest_step(env, timeout, *args, fused=False):
@@ -159,13 +172,13 @@ def run_step(name, env, timeout, args, bench_out):
         return {"ok": code == 0, "summary": table_of(output) if code == 0 else output[-2000:]}
     if name == "ncu":
         outputs, codes = [], []
+        sections = [a for s in ncu_sections() for a in ("--section", s)]
         for kernel in NCU_KERNELS:  # one launch of each, in its own run (ncu counts launches over all names)
             with tempfile.TemporaryDirectory() as scratch:  # the profiled run's own results are not kept
-                code, output = run(["ncu", "--kernel-name", kernel, "--launch-count", "1", "--section",
-                                    "SpeedOfLight", "--section", "WarpStateStats", "--section", "Occupancy",
-                                    "--section", "LaunchStats", sys.executable, "benchmarks/bench_gpu.py", "--users",
-                                    "2000", "--repeats", "1", "--tile-shapes", "", "--out", scratch],
-                                   env=env, timeout=max(1, (timeout - 5) // len(NCU_KERNELS)))
+                code, output = run(["ncu", "--kernel-name", kernel, "--launch-count", "1", *sections, sys.executable,
+                                    "benchmarks/bench_gpu.py", "--users", "2000", "--repeats", "1", "--tile-shapes", "",
+                                    "--out", scratch],
+                                   env=env, timeout=max(1, (timeout - 65) // len(NCU_KERNELS)))
             codes.append(code)
             outputs.append(f"# ncu --kernel-name {kernel} (exit {code})\n\n{output}")
         bench_out.mkdir(parents=True, exist_ok=True)

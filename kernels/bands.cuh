@@ -129,16 +129,19 @@ __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T 
     return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : (uint8_t)p;
 }
 
-#define GR_SEARCH (-3)  // gr_place_cell: the score's cell holds a band's edge, gr_search decides
+#define GR_SEARCH (-3)  // gr_place_cell: the cell does not answer, gr_place decides
 
-// gr_place, its answer read from the user's cells, or GR_SEARCH where the cell holds an edge.
+// gr_place, its answer read from the user's cells: a place, GR_NOWHERE, or GR_SEARCH where gr_place
+// must decide (the score's cell holds a band's edge, or lies inside a band, or the score is not
+// finite: the last two rare, and gr_place defers them, or places a non-finite score nowhere for a
+// user of no test item). One code for all three, so that the kernels' common path keeps one mask
+// of the items left, not two, and sets no value it does not need.
 template <typename T>
 __device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, int m, T worst, T s) {
-    if (!isfinite(s)) return m > 0 ? GR_DEFER : GR_NOWHERE;
+    if (!isfinite(s)) return GR_SEARCH;
     if (!(s >= worst)) return GR_NOWHERE;
     const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
-    if (e < GR_CELL_DEFER) return e;
-    return e == GR_CELL_DEFER ? GR_DEFER : GR_SEARCH;
+    return e < GR_CELL_DEFER ? e : GR_SEARCH;
 }
 
 // A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in
@@ -163,23 +166,23 @@ __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T w
     return c == GR_DEFER;
 }
 
-// A lane's round of items placed by their cells (gr_place_cell), the items of cells that hold an
-// edge searched after the round's others, one at a time: so a warp runs the search as often as
-// its busiest lane has such items, where searching each item in its turn ran it for every item
-// that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items search: in a
-// round of 4 items a lane, some lane of the warp searched 90% of the time, and the 31 others
-// waited; now a warp searches once or twice a round.) Bit q of `search`: the round's item q,
-// of filter score score(q), searches; add(c) counts an item at place c. Returns the items that
-// land inside a band: they wait for their defined score.
+// A lane's round of items placed by their cells (gr_place_cell), the items their cells do not
+// place (GR_SEARCH) placed by gr_place after the round's others, one at a time: so a warp runs the
+// search as often as its busiest lane has such items, where searching each item in its turn ran
+// it for every item that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items
+// search: in a round of 4 items a lane, some lane of the warp searched 90% of the time, and the 31
+// others waited; now a warp searches once or twice a round.) Bit q of `search`: the round's item
+// q, of filter score score(q), said GR_SEARCH; add(c) counts an item at place c. Returns the items
+// that gr_place defers (inside a band, or not finite): they wait for their defined score.
 template <typename T, typename Bands, typename Score, typename Add>
-__device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Bands& bands, int m, int top,
+__device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Bands& bands, int m, int top, T worst,
                                                     const Score& score, const Add& add) {
     uint32_t defer = 0;
     for (; search; search &= search - 1u) {
         const int q = __ffs((int)search) - 1;
-        const int c = gr_search(bands, m, top, (T)score(q));
+        const int c = gr_place(bands, m, top, worst, (T)score(q));
         if (c >= 0) add(c);
-        else defer |= 1u << q;
+        else if (c == GR_DEFER) defer |= 1u << q;  // (GR_NOWHERE: a non-finite score, no test item)
     }
     return defer;
 }

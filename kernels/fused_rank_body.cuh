@@ -106,25 +106,27 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             const Cells<float> cells = {sh_cells[r], sh_scale[r], GR_CELLS - 1};
             const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
             float mn = (float)GR_INF, mx = -(float)GR_INF;
+            float nonfinite_sum = 0.0f;  // NaN once a pool score of the row is not finite (s * 0 is NaN exactly then)
             const auto add = [&](int c) {  // an item counted at place c
                 if (in_shared) gr_add_count(counts, c);  // the same in the whole block: shared-memory atomics
                 else gr_add_count(cnt + tb0 + first, c);
             };
-            uint32_t defer = 0, search = 0;  // bit j: tile.col(i, j) waits for its defined score; its cell holds an edge
+            uint32_t search = 0;  // bit j: tile.col(i, j)'s cell does not place it
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 if ((pool >> j) & 1u) {
                     const float s = scores[i][j];
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
-                    bad |= (int)!isfinite(s) << i;
+                    nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);  // (not flushed: no .ftz FMA in this kernel)
                     const int c = gr_place_cell(cells, m, worst, s);
                     if (c >= 0) add(c);
-                    defer |= (uint32_t)(c == GR_DEFER) << j;
-                    search |= (uint32_t)(c == GR_SEARCH) << j;
+                    if (c == GR_SEARCH) search |= 1u << j;
                 }
             }
-            defer |= gr_search_round<float>(search, bands, m, top, [&](int j) { return scores[i][j]; }, add);
+            bad |= (int)isnan(nonfinite_sum) << i;
+            // bit j: tile.col(i, j) waits for its defined score
+            uint32_t defer = gr_search_round<float>(search, bands, m, top, worst, [&](int j) { return scores[i][j]; }, add);
             // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
             // n_j its norm), where that is below the row's; what it places, it counts as the
             // defined score would (it lies strictly between the same test items), without computing it

@@ -108,14 +108,14 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     int32_t* queue = warp_queue[threadIdx.x >> 5];
     int queued = 0;  // the same in every lane of the warp
     T mn = (T)GR_INF, mx = -(T)GR_INF;
-    int bad = 0;
+    T nonfinite_sum = 0;  // NaN once a pool score is not finite (s * 0 is NaN exactly then): one FMA an item
     // a warp takes RANK_ROUND x 32 consecutive items a round, lane + 32 q for q < RANK_ROUND (all
     // lanes the same number of rounds): the round's scores loaded at once, one vote for the round
     const int n_span = (int)span_n;  // at most RANK_SPAN
     for (int j0 = (threadIdx.x - lane) * RANK_ROUND; j0 < n_span; j0 += blockDim.x * RANK_ROUND) {
         T s[RANK_ROUND];
         uint32_t pool = 0, defer = 0, search = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for
-                                                   // its defined score; its cell holds an edge
+                                                   // its defined score; its cell does not place it
 #pragma unroll
         for (int q = 0; q < RANK_ROUND; ++q) {
             const int j = j0 + 32 * q + lane;
@@ -130,12 +130,11 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             if ((pool >> q) & 1u) {
                 mn = fmin(mn, s[q]);
                 mx = fmax(mx, s[q]);
-                bad |= !isfinite(s[q]);
+                nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);
                 if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
                     const int c = gr_place_cell(cells, n_tests, worst, s[q]);
                     if (c >= 0) gr_add_count(sh_cnt, c);
-                    defer |= (uint32_t)(c == GR_DEFER) << q;
-                    search |= (uint32_t)(c == GR_SEARCH) << q;
+                    if (c == GR_SEARCH) search |= 1u << q;
                 } else {
                     defer |= (uint32_t)gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0) << q;
                 }
@@ -147,14 +146,14 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
             return v;
         };
-        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, score, [&](int c) { gr_add_count(sh_cnt, c); });
+        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, worst, score, [&](int c) { gr_add_count(sh_cnt, c); });
         if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
             for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);
         }
     }
     gr_drain(queue, queued, settle);
-    gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
+    gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), (int)isnan(nonfinite_sum), &pool_min[b], &pool_max[b], &nonfinite[b]);
     if (in_shared) {
         __syncthreads();
         for (int64_t i = threadIdx.x; i < m; i += blockDim.x)

@@ -464,6 +464,16 @@ class Problem:
         self.train_indices = self.train_indices.astype(np.int32)
         self.test = test
 
+    def with_a_nan_among_finite_scores(self):
+        """B[j, 0] = inf for a pool item j of user 2 (A[2] = 0): j's score is NaN for the users whose
+        first factor is 0 (user 2, whose other scores are finite), +-inf or NaN for the others: a
+        NaN among finite pool scores, which the pool's non-finite flag alone shows (its minimum and
+        maximum pass over a NaN)."""
+        pool = ~(self.test[2] | np.isin(np.arange(self.n_items), self.train_indices[
+            self.train_indptr[2]:self.train_indptr[3]]))
+        self.B[np.flatnonzero(pool)[0], 0] = np.inf
+        return self
+
     def launch_args(self):
         """A, B, n_factors, bias as the kernels take them."""
         if self.mode == "given":
@@ -740,7 +750,7 @@ CELLS = r"""
 #include "bands.cuh"
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
 // the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
-// rank kernels find it (gr_place_cell, then gr_search where it says GR_SEARCH), gr_place, and
+// rank kernels find it (gr_place_cell, then gr_place where it says GR_SEARCH), gr_place, and
 // the cell and its entry where gr_place_cell reads them (else -1, -1).
 template <typename T>
 __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
@@ -756,7 +766,7 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
         int* o = out + 4 * (k * n_s + i);
         const bool read = isfinite(x) && x >= worst;
         const int cell = gr_place_cell(c, n, worst, x);
-        o[0] = cell == GR_SEARCH ? gr_search(bands, n, gr_search_top(n), x) : cell;
+        o[0] = cell == GR_SEARCH ? gr_place(bands, n, gr_search_top(n), worst, x) : cell;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
@@ -849,7 +859,11 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     for k, (name, low, high) in enumerate(cases):
         got, searched, cell, entry = out[k].T
         answered = (entry >= 0) & (entry != 255)
-        ok = np.array_equal(got, searched)
+        # where the cell answers a place, gr_place_cell gives it; where it says "inside a band"
+        # (254: gr_place_cell sends the score on to gr_place), gr_place defers the score
+        placed = (entry >= 0) & (entry < 254)
+        ok = (np.array_equal(got, searched) and np.array_equal(got[placed], entry[placed])
+              and (searched[entry == 254] == -2).all())
         if name.startswith(("int", "normal", "tiny")) and low.size <= 254:
             high_above = high[0] + 2 * (high[0] - low[-1]) / (n_cells - 2)
             ok = ok and np.unique(cell[entry == 255]).size <= 2 * low.size and answered[np.isfinite(s[k]) & (s[k] > high_above)].all()
@@ -1202,16 +1216,20 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
     "a neighbour's training bit": ("rank_tile.cu", "& (1u << lane)))", "& (1u << (lane ^ 1))))", 1),
-    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(c == GR_SEARCH) << q;",
-                                                  "search = (uint32_t)(c == GR_SEARCH) << q;", 1),
+    "a round's searches: the last item's alone": ("rank_tile.cu", "if (c == GR_SEARCH) search |= 1u << q;",
+                                                  "if (c == GR_SEARCH) search = 1u << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
-    "a search ending inside a band not deferred": ("bands.cuh", "        else defer |= 1u << q;\n", "", 1),
+    "a search ending inside a band not deferred": ("bands.cuh", "else if (c == GR_DEFER) defer |= 1u << q;", "", 1),
+    "a non-finite score placed nowhere by its cell": ("bands.cuh", "if (!isfinite(s)) return GR_SEARCH;",
+                                                      "if (!isfinite(s)) return GR_NOWHERE;", 1),
+    "a non-finite score not flagged": ("rank_tile.cu", "nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);", "", 1),
 }
 
 
 @pytest.mark.parametrize("mutant", RANK_MUTANTS)
 def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=21, integer=True, big_user=True, train_density=0.2)  # ties: many c == m; > 1024 tests
+    p.with_a_nan_among_finite_scores()
     launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
     want = run(gpu_model.rank_tile, launches, outputs)
     original = real["rank_tile"].get_function("rank_tile_f64")
@@ -1247,9 +1265,12 @@ FUSED_MUTANTS = {  # (file, old, new)
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
                                                 "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
-    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(c == GR_SEARCH) << j;",
-                                                "search = (uint32_t)(c == GR_SEARCH) << j;"),
+    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "if (c == GR_SEARCH) search |= 1u << j;",
+                                                "if (c == GR_SEARCH) search = 1u << j;"),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
+    "a non-finite score not flagged": ("fused_rank_body.cuh", "nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);", ""),
+    "a row's non-finite flag on the wrong round": ("fused_rank_body.cuh", "bad |= (int)isnan(nonfinite_sum) << i;",
+                                                   "bad |= (int)isnan(nonfinite_sum) << (i ^ 1);"),
 }
 
 
@@ -1332,6 +1353,7 @@ def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     # 96-127, which warp 7 reads last: the race that the barrier after a tile prevents shows
     # (the emulator switches threads only at barriers and warp intrinsics).
     p.test[list(range(24, 32)) + list(range(88, 96))] = False
+    p.with_a_nan_among_finite_scores()
     launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
     want = run(gpu_model.fused_rank, launches, outputs)
     assert not caught(real["fused_rank"].get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
