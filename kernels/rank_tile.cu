@@ -27,6 +27,9 @@
 #endif
 #define RANK_ROUND 4  // items of a lane per round
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
+// a word past the counts that an item counted nowhere adds to, so that every item's count is one
+// unconditional ATOMS.POPC.INC (no branch around it); in bank 31, which a user's first 31 places avoid
+#define RANK_NOWHERE_WORD (RANK_SHARED_TESTS + 31)
 // a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items (GR_CELLS in a smaller one):
 // 1,024, but GR_CELLS on an A100 or Orin (164 KB of shared memory an SM), where 896 more bytes a
 // block would fit 6 blocks an SM instead of 7
@@ -48,7 +51,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ uint32_t train_bits[RANK_SPAN / 32];
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
-    __shared__ int32_t sh_cnt[RANK_SHARED_TESTS];
+    __shared__ int32_t sh_cnt[RANK_NOWHERE_WORD + 1];  // (the word RANK_NOWHERE_WORD is never read)
     __shared__ uint8_t sh_cells[RANK_CELLS];
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
@@ -133,7 +136,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);
                 if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
                     const int c = gr_place_cell(cells, n_tests, worst, s[q]);
-                    if (c >= 0) gr_add_count(sh_cnt, c);
+                    gr_add_count(sh_cnt, c >= 0 ? c : RANK_NOWHERE_WORD);
                     if (c == GR_SEARCH) search |= 1u << q;
                 } else {
                     defer |= (uint32_t)gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0) << q;

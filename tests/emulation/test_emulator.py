@@ -1223,6 +1223,7 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a non-finite score placed nowhere by its cell": ("bands.cuh", "if (!isfinite(s)) return GR_SEARCH;",
                                                       "if (!isfinite(s)) return GR_NOWHERE;", 1),
     "a non-finite score not flagged": ("rank_tile.cu", "nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);", "", 1),
+    "an item counted nowhere counted at place 0": ("rank_tile.cu", "c >= 0 ? c : RANK_NOWHERE_WORD", "c >= 0 ? c : 0", 1),
 }
 
 
