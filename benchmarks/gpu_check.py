@@ -131,7 +131,7 @@ NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "Occupancy", "LaunchStats", "I
 
 def ncu_sections():
     """NCU_SECTIONS less those that `ncu --list-sections` does not list (all of them where it lists none)."""
-    code, output = run(["ncu", "--list-sections"], timeout=60)
+    code, output = run(["ncu", "--list-sections"], timeout=20)
     listed = set(re.findall(r"\b[A-Za-z_]+\b", output)) if code == 0 else set()
     return [s for s in NCU_SECTIONS if s in listed] or list(NCU_SECTIONS[:4])
 
@@ -178,7 +178,7 @@ def run_step(name, env, timeout, args, bench_out):
                 code, output = run(["ncu", "--kernel-name", kernel, "--launch-count", "1", *sections, sys.executable,
                                     "benchmarks/bench_gpu.py", "--users", "2000", "--repeats", "1", "--tile-shapes", "",
                                     "--out", scratch],
-                                   env=env, timeout=max(1, (timeout - 65) // len(NCU_KERNELS)))
+                                   env=env, timeout=max(1, (timeout - 25) // len(NCU_KERNELS)))
             codes.append(code)
             outputs.append(f"# ncu --kernel-name {kernel} (exit {code})\n\n{output}")
         bench_out.mkdir(parents=True, exist_ok=True)
