@@ -39,6 +39,15 @@ from bench_cpu import git_commit, make_problem, write_results  # noqa: E402
 import gpureco  # noqa: E402
 
 
+def same_results(cp, a, b):
+    """Whether two calc_reco_metrics(output="cupy") results hold the same numbers bit for bit
+    (NaN where NaN): their arrays compared by cupy.array_equal, their other entries ("K", a
+    Python int, which CuPy's array_equal refuses) by ==."""
+    return a.keys() == b.keys() and all(
+        bool(cp.array_equal(a[name], b[name], equal_nan=True)) if isinstance(a[name], cp.ndarray) else a[name] == b[name]
+        for name in a)
+
+
 def synced(cp, fn):
     """(seconds, result) of fn() with the device synchronised before and after."""
     cp.cuda.Device().synchronize()
@@ -162,8 +171,7 @@ def tile_shapes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
                 times[tf32], got = best(lambda: gpureco.calc_reco_metrics(
                     X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=tf32,
                     batch_size=batch))
-                identical &= all(bool(cp.array_equal(reference[name], got[name], equal_nan=True))
-                                 for name in reference)
+                identical &= same_results(cp, reference, got)
         finally:
             _gpu.TILE_ITEMS = default_tile
         rows = batch or _gpu.DEFAULT_MAX_MEMORY // (min(args.items, int(items)) * 4)
@@ -222,7 +230,7 @@ def main(argv=None):
     workspace = peak_memory(cp, run_gpureco)
     rows["gpureco, tf32=True"], ours_tf32 = best(lambda: gpureco.calc_reco_metrics(
         X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=True))
-    tf32_identical = all(bool(cp.array_equal(ours[name], ours_tf32[name], equal_nan=True)) for name in ours)
+    tf32_identical = same_results(cp, ours, ours_tf32)
     from gpureco.engine import _gpu
     _gpu.FUSED = True
     try:
@@ -233,8 +241,7 @@ def main(argv=None):
                                               device="gpu", tf32=True))
     finally:
         _gpu.FUSED = False
-    fused_identical = all(bool(cp.array_equal(ours[name], ours_fused[name], equal_nan=True)) and
-                          bool(cp.array_equal(ours[name], ours_fused_tf32[name], equal_nan=True)) for name in ours)
+    fused_identical = same_results(cp, ours, ours_fused) and same_results(cp, ours, ours_fused_tf32)
     shapes = tile_shapes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))

@@ -301,6 +301,8 @@ def _numbers_only(convert):
 def _adversarial_float_arithmetic(cupy, rng):
     """Float operations whose order or rounding a real GPU does not specify, made to vary."""
     def bincount(x, weights=None, minlength=0):
+        if np.asarray(x).shape[0] == 0:  # CuPy before 14.2 (cupy/cupy#8116), which gpureco's pin allows
+            raise ValueError("zero-size array to reduction operation cupy_max which has no identity")
         if weights is None or np.asarray(weights).dtype.kind != "f":
             return np.bincount(x, weights, minlength)
         order = rng.permutation(np.asarray(x).shape[0])  # atomics add in arrival order
@@ -326,6 +328,13 @@ def _adversarial_float_arithmetic(cupy, rng):
         return inexact
 
     cupy.bincount, cupy.cumsum = bincount, cumsum
+
+    def array_equal(a1, a2, equal_nan=False):  # CuPy's reads a1.shape first: arrays only, no Python scalars
+        if not (hasattr(a1, "shape") and hasattr(a2, "shape")):
+            raise AttributeError(f"'{type(a1 if not hasattr(a1, 'shape') else a2).__name__}' object has no "
+                                 "attribute 'shape' (cupy.array_equal takes arrays)")
+        return np.array_equal(a1, a2, equal_nan=equal_nan)
+    cupy.array_equal = array_equal
     for name in ("asarray", "array", "ascontiguousarray"):  # CuPy holds numbers only, and says so its own way
         setattr(cupy, name, _numbers_only(getattr(np, name)))
     cupy.ndarray = DeviceArray
@@ -385,8 +394,16 @@ def fake_cupy(fail_above=None):
                     raise OutOfMemoryError(f"model: {grid[0]} users do not fit")
                 return fn(grid, block, args)
             return guarded
+    class MemoryHook:  # cupy.cuda.MemoryHook: the model's allocations are NumPy's, so it sees none
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
     cupy.cuda = types.SimpleNamespace(Device=Device, memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
-                                      runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+                                      MemoryHook=MemoryHook,
+                                      runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {
+                                          "name": b"NumPy model of a GPU"}))
     cupy.RawModule = Module
     pool = types.SimpleNamespace(free_all_blocks=lambda: None)
     cupy.get_default_memory_pool = lambda: pool

@@ -15,6 +15,7 @@ import numpy as np
 DEVICES = ("auto", "cpu", "gpu", "cuda:N")
 _state = None  # (cupy module or None, GpuStatus, installed: bool), set by _probe
 _warned = False  # the CPU fallback of device="auto" is announced once per process
+MIN_CUPY = (14, 1)  # pyproject.toml's extras pin the same
 
 
 class GpuUnavailable(RuntimeError):
@@ -43,6 +44,15 @@ def _probe():
             return _state
         except Exception as error:  # a broken installation
             _state = (None, GpuStatus(False, f"CuPy failed to import: {type(error).__name__}: {error}"), True)
+            return _state
+        try:
+            version = re.match(r"(\d+)\.(\d+)", str(cupy.__version__))
+        except Exception:  # (a broken installation says so below)
+            version = None
+        if version and (int(version[1]), int(version[2])) < MIN_CUPY:
+            _state = (None, GpuStatus(False, f"CuPy {cupy.__version__} is older than {MIN_CUPY[0]}.{MIN_CUPY[1]}, "
+                                             "whose sorts raise MemoryError where older ones return wrong values "
+                                             "(cupy/cupy#9894); install gpureco[cuda12] or gpureco[cuda13]"), True)
             return _state
         try:
             count = cupy.cuda.runtime.getDeviceCount()

@@ -175,6 +175,8 @@ def select_top_k(xp, local, items, scores, keys, n_rows, k):
     Shared by both backends: (items, scores) of shape (n_rows, k), -1 / NaN padded."""
     keep = ~xp.isnan(scores)
     local, items, scores, keys = local[keep], items[keep], scores[keep], keys[keep]
+    if local.shape[0] == 0:  # (CuPy's bincount raises on an empty array before 14.2: cupy/cupy#8116)
+        return xp.full((n_rows, k), -1, dtype=xp.int64), xp.full((n_rows, k), xp.nan)
     order = xp.lexsort(xp.stack([keys.astype(xp.uint64), ~order_key(xp, scores), local.astype(xp.uint64)]))
     local, items, scores = local[order], items[order], scores[order]
     per_row = xp.bincount(local, minlength=n_rows)

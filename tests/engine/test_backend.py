@@ -98,7 +98,7 @@ def test_array_module_does_not_import_cupy(monkeypatch):
     assert _backend.array_module(np.zeros(2), [1.0]) is np
 
 
-def fake_cupy_with_a_device(monkeypatch, kernel=None):
+def fake_cupy_with_a_device(monkeypatch, kernel=None, version=None):
     """CuPy with a device and NVRTC, whose first compile fails as CuPy 14.1's does without the
     CUDA headers; or, with `kernel`, compiles every kernel into kernel(grid, block, args)."""
     def compiler(code, name):
@@ -110,6 +110,8 @@ def fake_cupy_with_a_device(monkeypatch, kernel=None):
         def get(self):
             return np.array(self)
     cupy = types.ModuleType("cupy")
+    if version:
+        cupy.__version__ = version
     cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
         getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {"name": b"NVIDIA H100 80GB HBM3"}))
     cupy.RawKernel = compiler
@@ -149,6 +151,23 @@ def test_the_probe_runs_a_kernel(fresh_probe, monkeypatch):
     fake_cupy_with_a_device(monkeypatch, kernel=lambda grid, block, args: None)
     status = gpureco.gpu_available()
     assert not status and "did not write its output" in status.reason
+
+
+def test_a_cupy_older_than_the_pin_is_no_gpu(fresh_probe, monkeypatch, rng):
+    """CuPy before 14.1 (which pyproject.toml's extras exclude, but an environment may hold) sorts
+    wrongly instead of raising when a sort's workspace runs out (cupy/cupy#9894), on which the
+    batches' halving relies: no GPU for "auto", with the reason; 14.1 and later are used."""
+    def writes(grid, block, args):
+        args[0][0] = 7
+    fake_cupy_with_a_device(monkeypatch, kernel=writes, version="14.0.1")
+    status = gpureco.gpu_available()
+    assert not status and "CuPy 14.0.1 is older than 14.1" in status.reason and "cupy/cupy#9894" in status.reason
+    with pytest.warns(RuntimeWarning, match="evaluating on the CPU: CuPy 14.0.1 is older than 14.1"):
+        evaluate("auto", rng)
+    for version in ("14.1.0", "14.2.0rc1", "15.0.0"):
+        monkeypatch.setattr(_backend, "_state", None)
+        fake_cupy_with_a_device(monkeypatch, kernel=writes, version=version)
+        assert gpureco.gpu_available(), version
 
 
 class PinnedHost:

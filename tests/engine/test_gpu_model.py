@@ -113,6 +113,26 @@ def test_top_k_same_lists_as_the_cpu(monkeypatch, rng, k):
     assert full_rows == [6]  # every user took the full-row path
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_top_k_of_a_batch_without_a_candidate(monkeypatch, rng, fused):
+    """A batch whose every score is NaN (NaN factors), or whose users have no pool item left:
+    no candidate in the whole batch, each list all -1 and NaN, as the CPU's (the model's
+    bincount refuses an empty array, as CuPy's before 14.2 does)."""
+    monkeypatch.setattr(_gpu, "FUSED", fused)
+    A = rng.standard_normal((3, 4)).astype(np.float32)
+    B = rng.standard_normal((300, 4)).astype(np.float32)
+    nan_users = A.copy()
+    nan_users[:] = np.nan
+    everything = sp.csr_matrix(np.ones((3, 300)))
+    with model_device(monkeypatch):
+        for kw in (dict(A=nan_users, B=B), dict(A=A, B=B, X_train=everything)):
+            cpu = gpureco.top_k(k=5, device="cpu", **kw)
+            gpu = gpureco.top_k(k=5, device="gpu", **kw)
+            np.testing.assert_array_equal(gpu[0], cpu[0])
+            np.testing.assert_array_equal(gpu[1], cpu[1])
+            assert (gpu[0] == -1).all()
+
+
 def test_top_k_full_rows_within_the_workspace(monkeypatch, rng):
     """Users the top-K kernel cannot settle (every score tied: their buffers overflow) take the
     full-row path as many at a time as the workspace left by the batch holds, not all at once:

@@ -1,0 +1,88 @@
+"""The GPU benchmarks' own Python (benchmarks/bench_gpu.py, bench_gpu_sweep.py) run end to end
+on the NumPy model of the device (tests/gpu_model.py), on small problems.
+
+A device session is rare and short (benchmarks/gpu_check.py runs these scripts there): a
+benchmark that fails on the GPU loses the figures of every step after it. The model's CuPy is
+as strict as CuPy where the scripts have tripped before: cupy.array_equal takes arrays only
+(calc_reco_metrics' results hold K, a Python int), and bincount refuses an empty array (as
+CuPy before 14.2 does). What only a GPU can tell: the timings, the memory hook's figures, and
+the torch pipelines (skipped here: torch has no CUDA device)."""
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu_model import DeviceArray, model_device
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def device_results(function):
+    """function, its arrays returned as the model's device arrays (cupy.ndarray: .get())."""
+    def on_device(*args, **kwargs):
+        out = function(*args, **kwargs)
+        return out.view(DeviceArray) if type(out) is np.ndarray else out
+    return on_device
+
+
+@pytest.fixture
+def on_model(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    with model_device(monkeypatch) as cupy:
+        for name in ("concatenate", "argsort", "empty_like", "zeros", "arange", "take_along_axis", "matmul"):
+            setattr(cupy, name, device_results(getattr(cupy, name)))
+        monkeypatch.setitem(sys.modules, "cupy", cupy)
+        yield cupy
+
+
+def results(folder, prefix):
+    files = sorted(Path(folder).glob(f"{prefix}_*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+def test_the_model_cupy_refuses_what_cupy_refuses(on_model):
+    cp = on_model
+    with pytest.raises(AttributeError, match="shape"):
+        cp.array_equal(cp.zeros(2), 3)
+    with pytest.raises(ValueError, match="zero-size"):
+        cp.bincount(cp.zeros(0, dtype=cp.int64), minlength=3)
+
+
+def test_same_results_compares_arrays_and_the_rest(on_model):
+    same_results = importlib.import_module("bench_gpu").same_results
+    cp = on_model
+    a = {"P@K": cp.asarray([0.5, float("nan")]), "K": 5}
+    assert same_results(cp, a, {"P@K": cp.asarray([0.5, float("nan")]), "K": 5})
+    assert not same_results(cp, a, {"P@K": cp.asarray([0.5, 0.25]), "K": 5})
+    assert not same_results(cp, a, {"P@K": cp.asarray([0.5, float("nan")]), "K": 6})
+    assert not same_results(cp, a, {"P@K": cp.asarray([0.5, float("nan")])})
+
+
+def test_bench_gpu_runs_on_the_model(on_model, tmp_path):
+    importlib.import_module("bench_gpu").main(
+        ["--users", "40", "--items", "2500", "--factors", "6", "-k", "5", "--repeats", "1",
+         "--tile-shapes", "1024:auto,512:16", "--pipeline-batch", "16", "--out", str(tmp_path)])
+    info = results(tmp_path, "gpu")
+    assert info["device"] == "NumPy model of a GPU" and info["problem"]["users"] == 40
+    assert info["tf32_identical_to_fp32"] is True and info["fused_identical_to_fp32"] is True
+    assert [shape["identical"] for shape in info["tile_shapes"].values()] == [True, True]
+    agreement = info["agreement_with_gpureco"]["CuPy"]  # the CuPy pipeline: the same P@K and ROC-AUC
+    assert agreement["P@K max abs diff"] == 0 and agreement["ROC_AUC max abs diff"] < 1e-12
+    assert set(info["seconds"]) >= {"gpureco", "gpureco, tf32=True", "gpureco, fused kernel", "cuBLAS A.B^T alone",
+                                    "CuPy pipeline"}
+
+
+def test_bench_gpu_sweep_runs_on_the_model(on_model, tmp_path):
+    importlib.import_module("bench_gpu_sweep").main(
+        ["--sizes", "30x2000x5", "--ks", "3,40", "--small", "20x300x4", "--topk-size", "30x2000x5",
+         "--topk-ks", "3,20", "--repeats", "1", "--out", str(tmp_path)])
+    info = results(tmp_path, "gpu_sweep")
+    assert len(info["sweep"]) == 2 * 4 and all(row["identical"] for row in info["sweep"])
+    assert len(info["top_k"]) == 2 * 3 and all(row["identical"] for row in info["top_k"])
+    assert {row["users"] for row in info["small"]} == {20}
+    assert info["targets"]["every mode's numbers identical to the default's"] is True
+    assert info["targets"]["top_k twice as fast as torch at every K (best mode)"] is None  # no torch on the model
