@@ -97,7 +97,10 @@ def gemm_floor(cp, _gpu, A, B):
         rows = A[begin: begin + batch]
         for item in range(0, B.shape[0], tile):
             items = B[item: item + tile]
-            cp.matmul(rows, items.T, out=out[: rows.shape[0], : items.shape[0]])
+            # into a C-contiguous view of the buffer: a slice of its columns is not one, and CuPy
+            # would add a temporary and a copy to the last (narrower) tile's product
+            n = rows.shape[0] * items.shape[0]
+            cp.matmul(rows, items.T, out=out.reshape(-1)[:n].reshape(rows.shape[0], items.shape[0]))
 
 
 def in_mode(_gpu, mode, fn):

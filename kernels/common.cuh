@@ -9,6 +9,7 @@ typedef long long int64_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
 #else
 #include <stdint.h>
 #include <string.h>

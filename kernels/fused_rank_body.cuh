@@ -20,8 +20,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     __shared__ float sh_worst[FUSED_USERS];
     __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
     __shared__ float sh_bias[FUSED_ITEMS];
-    __shared__ float sh_min[FUSED_USERS];  // row r's pool statistics so far (filter scores)
-    __shared__ float sh_max[FUSED_USERS];
     __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];
 
     // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
@@ -32,7 +30,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
     const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
     const int t = threadIdx.x;
-    const Tile tile(t);  // this thread's scores of a tile: rounds rho < 8, row tile.row(rho), items tile.col(rho, j < 8)
+    const Tile tile(t);  // this thread's scores of a tile: rounds rho < ROUNDS, row tile.row(rho), items tile.col(rho, j < ITEMS)
 
     // row r's bands, from its test items' defined scores (the search reads them where a cell does not answer)
     const auto bands_of = [&](int r, int64_t first, int m) {
@@ -53,8 +51,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         }
         sh_worst[t] = worst;
         sh_scale[t] = scale;
-        sh_min[t] = (float)GR_INF;
-        sh_max[t] = -(float)GR_INF;
     }
     __syncthreads();
     if (t == 0) {  // rows 2p and 2p + 1 share words: as many as the larger needs
@@ -85,18 +81,23 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     int32_t* queue = warp_queue[t >> 5];
     int queued = 0;  // the same in every lane of the warp
     int bad = 0;  // bit rho: a pool score of tile.row(rho) is not finite
+    // the pool's minimum and maximum filter score of this thread's items of round rho (local
+    // memory: the rounds' loop indexes them), merged over the row's lanes once, at the end
+    float row_min[Tile::ROUNDS], row_max[Tile::ROUNDS];
+#pragma unroll
+    for (int i = 0; i < Tile::ROUNDS; ++i) row_min[i] = (float)GR_INF, row_max[i] = -(float)GR_INF;
 
     // thread t loads the factors of row t >> 1 (both tiles' loaders; which items it loads is the tile's)
     const int lr = t >> 1;
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
+        if (t < FUSED_USERS) gr_tile_prepare<Tile>(training, j0, span_end, bias, train_bits[t], sh_bias);
         // this thread's 64 scores, biases added (in float, as rank_tile does), in local memory for
         // the loops below to index: the tile's registers are free while the scores are counted
-        float scores[8][8];
+        float scores[Tile::ROUNDS][Tile::ITEMS];
         tile.score(tile_factors, a_row, B, j0, span_end, n_factors, bias ? sh_bias : nullptr, scores);
 #pragma unroll 1
-        for (int i = 0; i < 8; ++i) {  // round i; every lane the same rounds: the warp's votes and shuffles below
+        for (int i = 0; i < Tile::ROUNDS; ++i) {  // round i; every lane the same rounds: the warp's votes and shuffles below
             const int r = tile.row(i);
             const int64_t first = sh_first[r];
             const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
@@ -113,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             };
             uint32_t search = 0;  // bit j: tile.col(i, j)'s cell does not place it
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int j = 0; j < Tile::ITEMS; ++j) {
                 if ((pool >> j) & 1u) {
                     const float s = scores[i][j];
                     mn = fmin(mn, s);
@@ -143,34 +144,32 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             }
             if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue
 #pragma unroll 1
-                for (int j = 0; j < 8; ++j)  // every lane the same rounds: the warp's votes
+                for (int j = 0; j < Tile::ITEMS; ++j)  // every lane the same rounds: the warp's votes
                     gr_defer(queue, queued, (defer >> j) & 1u,
                              (r << FUSED_ITEM_BITS) | (int32_t)(j0 + tile.col(i, j) - span_begin), settle_entry);
             }
-            for (int off = 16; off > 0; off >>= 1) {  // over the row's lanes
-                if (!(Tile::SHARE_MASK & off)) continue;
-                mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
-                mx = fmax(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
-            }
-            if ((t & Tile::SHARE_MASK) == 0) {  // row r is these lanes' alone, the first writes
-                sh_min[r] = fmin(sh_min[r], mn);
-                sh_max[r] = fmax(sh_max[r], mx);
-            }
+            row_min[i] = fmin(row_min[i], mn);
+            row_max[i] = fmax(row_max[i], mx);
         }
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
     gr_drain(queue, queued, settle_entry);
 
-    // pool statistics: row(i)'s non-finite flag from its half-warp; its minimum and maximum
+    // pool statistics: row(i)'s non-finite flag, minimum and maximum, from the lanes that share it
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {  // (a row of several rounds, TensorTile's, is written once for each)
+    for (int i = 0; i < Tile::ROUNDS; ++i) {
         const int r = tile.row(i);
         int flag = (bad >> i) & 1;
-        for (int off = 16; off > 0; off >>= 1)
-            if (Tile::SHARE_MASK & off) flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
-        if ((t & Tile::SHARE_MASK) == 0 && r < n_rows) {
-            atomicMin((unsigned long long*)&pool_min[b0 + r], (unsigned long long)gr_order_key(gr_widen(sh_min[r])));
-            atomicMax((unsigned long long*)&pool_max[b0 + r], (unsigned long long)gr_order_key(gr_widen(sh_max[r])));
+        float mn = row_min[i], mx = row_max[i];
+        for (int off = 16; off > 0; off >>= 1) {  // over the row's lanes
+            if (!(Tile::SHARE_MASK & off)) continue;
+            flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
+            mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
+            mx = fmax(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
+        }
+        if ((t & Tile::SHARE_MASK) == 0 && r < n_rows) {  // row r is these lanes' alone, the first writes
+            atomicMin((unsigned long long*)&pool_min[b0 + r], (unsigned long long)gr_order_key(gr_widen(mn)));
+            atomicMax((unsigned long long*)&pool_max[b0 + r], (unsigned long long)gr_order_key(gr_widen(mx)));
             if (flag) atomicOr(&nonfinite[b0 + r], 1);
         }
     }

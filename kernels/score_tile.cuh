@@ -98,15 +98,17 @@ __device__ __forceinline__ RowTraining gr_row_training(const int64_t* indptr, co
 }
 
 // Thread t < FUSED_USERS, once per tile, before gr_score_tile (whose barriers publish them): row
-// t's training items among the tile's items j0 .. j0 + FUSED_ITEMS - 1 as bits (bit c of word
-// c >> 5 for item j0 + c; the cursor moves past them), and the bias of the tile's item t.
+// t's training items among the tile's items j0 .. j0 + FUSED_ITEMS - 1 as bits, item j0 + c at
+// bit Tile::bit(c) (bit b of word b >> 5; the cursor moves past them), and the bias of the
+// tile's item t. (Tile::bit: where Tile::pool finds a round's items together.)
+template <typename Tile>
 __device__ __forceinline__ void gr_tile_prepare(RowTraining& row, int64_t j0, int64_t span_end, const double* bias,
                                                 uint32_t* bits, float* tile_bias) {
     uint32_t words[FUSED_ITEMS / 32] = {0, 0, 0, 0};
     for (; row.cursor < row.n && row.items[row.cursor] < j0 + FUSED_ITEMS; ++row.cursor) {
-        const int64_t c = row.items[row.cursor] - j0;
+        const int b = Tile::bit((int)(row.items[row.cursor] - j0));
 #pragma unroll
-        for (int w = 0; w < FUSED_ITEMS / 32; ++w) words[w] |= (c >> 5) == w ? 1u << (c & 31) : 0u;
+        for (int w = 0; w < FUSED_ITEMS / 32; ++w) words[w] |= (b >> 5) == w ? 1u << (b & 31) : 0u;
     }
 #pragma unroll
     for (int w = 0; w < FUSED_ITEMS / 32; ++w) bits[w] = words[w];
@@ -114,22 +116,18 @@ __device__ __forceinline__ void gr_tile_prepare(RowTraining& row, int64_t j0, in
     tile_bias[t] = bias && j0 + t < span_end ? (float)bias[j0 + t] : 0.0f;
 }
 
-static_assert(FUSED_ITEMS == 128, "gr_tile_pool reads two 64-item halves of a tile");
+static_assert(FUSED_ITEMS == 128, "the tiles' bit layouts are of 128 items");
 
-// Bit j: item gr_tile_col(tx, j) of the tile at j0 is in the pool of the row whose training bits
-// are `bits` (gr_tile_training): before span_end and not a training item. Columns 4 tx .. 4 tx + 3
-// and 64 + 4 tx .. 64 + 4 tx + 3.
-__device__ __forceinline__ uint32_t gr_tile_pool(const uint32_t* bits, int tx, int64_t j0, int64_t span_end) {
-    uint32_t in_span = 0xFFu;
+// Bit j: item tile.col(rho, j) of the tile at j0 lies before span_end (j < Tile::ITEMS)
+template <typename Tile>
+__device__ __forceinline__ uint32_t gr_tile_in_span(const Tile& tile, int rho, int64_t j0, int64_t span_end) {
+    uint32_t in_span = (1u << Tile::ITEMS) - 1u;
     if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
-        const int n_in = (int)(span_end - j0);
         in_span = 0;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(gr_tile_col(tx, j) < n_in) << j;
+        for (int j = 0; j < Tile::ITEMS; ++j) in_span |= (uint32_t)(tile.col(rho, j) < span_end - j0) << j;
     }
-    const int bit = (4 * tx) & 31, word = (4 * tx) >> 5;
-    const uint32_t trained = ((bits[word] >> bit) & 0xFu) | (((bits[FUSED_ITEMS / 64 + word] >> bit) & 0xFu) << 4);
-    return in_span & ~trained;
+    return in_span;
 }
 
 // ---- TF32 mode: the tile on tensor cores (fused_rank_tf32) ----
@@ -298,19 +296,28 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
 
 // The two ways a fused kernel's block scores its tile (fused_rank_f32 and fused_topk_f32 by FMA
 // chains, fused_rank_tf32 and fused_topk_tf32 on tensor cores), and which of its scores each
-// thread holds: 8 rounds of 8 items of one row, round rho: row(rho), its items col(rho, j)
-// (j < 8), pool(...) the bits j of those in the row's pool. A row's items of the tile are with
-// the lanes of one warp that differ from each other in the lane bits SHARE_MASK only (and with
-// no other thread).
+// thread holds: ROUNDS rounds of ITEMS items of one row (64 scores), round rho: row(rho), its
+// items col(rho, j) (j < ITEMS), pool(...) the bits j of those in the row's pool; a row's set-up
+// is paid once a round, so the fewer rounds the better. A row's items of the tile are with the
+// lanes of one warp that differ from each other in the lane bits SHARE_MASK only (and with no
+// other thread).
 struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >> 4, t & 15), rows gr_tile_row(ty, rho)
     using Factors = TileFactors;
     static constexpr int SHARE_MASK = 15;  // a half-warp
+    static constexpr int ROUNDS = 8, ITEMS = 8;  // a round: a row of the thread's 8 x 8 register tile
     int ty, tx;
     __device__ __forceinline__ explicit FmaTile(int t) : ty(t >> 4), tx(t & 15) {}
     __device__ __forceinline__ int row(int rho) const { return gr_tile_row(ty, rho); }
     __device__ __forceinline__ int col(int, int j) const { return gr_tile_col(tx, j); }
-    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int, int64_t j0, int64_t span_end) const {
-        return gr_tile_pool(bits, tx, j0, span_end);
+    static __device__ __forceinline__ int bit(int c) { return c; }  // the items' order
+    // bit j: item col(rho, j) of the tile at j0 is in the pool of the row whose training bits are
+    // `bits` (gr_tile_prepare): before span_end and not a training item. Items 4 tx .. 4 tx + 3
+    // and 64 + 4 tx .. 64 + 4 tx + 3 (a byte layout of the bits, as TensorTileOf's, measured a
+    // longer factor loop in fused_topk_f32: register allocation)
+    __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
+        const int bit = (4 * tx) & 31, word = (4 * tx) >> 5;
+        const uint32_t trained = ((bits[word] >> bit) & 0xFu) | (((bits[FUSED_ITEMS / 64 + word] >> bit) & 0xFu) << 4);
+        return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;
     }
     // scores[rho][j]: the filter score of row(rho) and item col(rho, j) of the tile at j0, plus
     // the item's bias (tile_bias, null for none) in float
@@ -328,41 +335,53 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
     }
 };
 
-// TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w, round rho: row 16 w + 8 (rho >> 2) +
-// 2 q + (rho >> 1 & 1), items 64 (rho & 1) + 16 (j >> 1) + 8 (j & 1) + g
-struct TensorTile {
+template <int ITEMS> struct GrTileBits;  // a round's training bits: a byte of 8 items, a halfword of 16
+template <> struct GrTileBits<8> { using type = uint8_t; };
+template <> struct GrTileBits<16> { using type = uint16_t; };
+
+// TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w holds rows r0 + 8 (k >> 1) + (k & 1)
+// (k < 4, r0 = 16 w + 2 q) and their items 8 j + g (j < 16) of the tile. Its rounds: ITEMS = 16,
+// a row's 16 items a round (fused_rank_tf32: a row's set-up paid 4 times a tile, not 8), or
+// ITEMS = 8, half of them (fused_topk_tf32, whose factor loop compiles shorter so), round rho:
+// row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
+template <int ITEMS_>
+struct TensorTileOf {
     using Factors = TileFactorsTF32;
     static constexpr int SHARE_MASK = 28;  // the lanes of one q
+    static constexpr int ITEMS = ITEMS_, ROUNDS = 64 / ITEMS, HALVES = 16 / ITEMS;  // HALVES: rounds a row
+    static_assert(ITEMS == 8 || ITEMS == 16, "a round: half a row's items, or all 16");
+    using Bits = typename GrTileBits<ITEMS>::type;
     int r0, g;
-    __device__ __forceinline__ explicit TensorTile(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
-    __device__ __forceinline__ int row(int rho) const { return r0 + 8 * (rho >> 2) + ((rho >> 1) & 1); }
-    __device__ __forceinline__ int col(int rho, int j) const { return 64 * (rho & 1) + 16 * (j >> 1) + 8 * (j & 1) + g; }
+    __device__ __forceinline__ explicit TensorTileOf(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
+    __device__ __forceinline__ int row(int rho) const {
+        const int k = rho / HALVES;
+        return r0 + 8 * (k >> 1) + (k & 1);
+    }
+    __device__ __forceinline__ int col(int rho, int j) const { return 64 * (rho % HALVES) + 8 * j + g; }
+    // the tile's item c = 8 j + g (j < 16, g < 8), lane g's item j: bit j of halfword g (its
+    // rounds of 8: byte 2 g + rho % 2)
+    static __device__ __forceinline__ int bit(int c) { return 16 * (c & 7) + (c >> 3); }
+    // bit j: item col(rho, j) of the tile at j0 is in the pool (as FmaTile's): the round's Bits
+    // (little-endian: Bits k of the words holds their bits 8 sizeof(Bits) k on)
     __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
-        uint32_t in_span = 0xFFu;
-        if (j0 + FUSED_ITEMS > span_end) {  // the span's last tile, part of it
-            in_span = 0;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) in_span |= (uint32_t)(col(rho, j) < span_end - j0) << j;
-        }
-        // items 64 (rho & 1) + 32 h + 8 k + g (h < 2, k < 4): bit 8 k of word 2 (rho & 1) + h, shifted by g
-        const auto four = [](uint32_t w) { return (w & 1u) | ((w >> 7) & 2u) | ((w >> 14) & 4u) | ((w >> 21) & 8u); };
-        const uint32_t trained = four(bits[2 * (rho & 1)] >> g) | four(bits[2 * (rho & 1) + 1] >> g) << 4;
-        return in_span & ~trained;
+        const uint32_t trained = reinterpret_cast<const Bits*>(bits)[HALVES * g + rho % HALVES];
+        return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;
     }
     __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
-                                          int64_t n_factors, const float* tile_bias, float (&scores)[8][8]) const {
+                                          int64_t n_factors, const float* tile_bias, float (&scores)[ROUNDS][ITEMS]) const {
         const int li = threadIdx.x >> 2;  // gr_score_tile_tf32: thread t loads items 16 m + g', + 8 (li = 8 m + g')
         const int64_t item = j0 + 16 * (li >> 3) + (li & 7);
         float acc[8][2][4];
         gr_score_tile_tf32(sm, a_row, item < span_end ? B + item * n_factors : nullptr,
                            item + 8 < span_end ? B + (item + 8) * n_factors : nullptr, n_factors, acc);
 #pragma unroll
-        for (int rho = 0; rho < 8; ++rho)
+        for (int rho = 0; rho < ROUNDS; ++rho)
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {  // acc[m][n][2 f + e]: item 16 m + g + 8 f, row r0 + 8 n + e
-                const int i = rho >> 1;
-                const float s = acc[4 * (rho & 1) + (j >> 1)][i >> 1][2 * (j & 1) + (i & 1)];
+            for (int j = 0; j < ITEMS; ++j) {  // acc[m][n][2 f + e]: item 16 m + g + 8 f, row r0 + 8 n + e
+                const int k = rho / HALVES, c = 8 * (rho % HALVES) + j;  // row k's item 8 c + g
+                const float s = acc[c >> 1][k >> 1][2 * (c & 1) + (k & 1)];
                 scores[rho][j] = tile_bias ? s + tile_bias[col(rho, j)] : s;
             }
     }
 };
+using TensorTile = TensorTileOf<16>;  // fused_rank_tf32's

@@ -211,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
 // Top-K candidates fused with the scoring, for float32 factor models: topk_tile's buffers
 // filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
 // that no score tile is written or read; fused_topk_f32 scores by float32 FMA chains (FmaTile),
-// fused_topk_tf32, TF32 mode, on tensor cores (TensorTile). Each batch row r comes with
+// fused_topk_tf32, TF32 mode, on tensor cores (TensorTileOf<8>: rounds of 8 items). Each batch row r comes with
 // threshold[r], a float at or below tau - 2 tol, where tau is the r-th largest filter score of
 // a sample of the items (topk_tile and topk_finish) and tol the larger of the two filters'
 // bounds (whether that reaches every top-K item, the host tells afterwards: _gpu.top_k). Every
@@ -252,7 +252,7 @@ __device__ __forceinline__ void fused_topk(GR_FUSED_TOPK_ARGS) {
     const int64_t span_end = min(n_items, span_begin + span);
     const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
     const int t = threadIdx.x;
-    const Tile tile(t);  // this thread's scores of a tile: rounds rho < 8, row tile.row(rho), items tile.col(rho, j < 8)
+    const Tile tile(t);  // this thread's scores of a tile: rounds rho < ROUNDS, row tile.row(rho), items tile.col(rho, j < ITEMS)
 
     // thread r < FUSED_USERS: row r's threshold (+inf: nothing is a candidate) and training items
     RowTraining training;
@@ -269,10 +269,10 @@ __device__ __forceinline__ void fused_topk(GR_FUSED_TOPK_ARGS) {
     const int lr = t >> 1;  // thread t loads the factors of row lr (both tiles' loaders)
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) gr_tile_prepare(training, j0, span_end, bias, train_bits[t], sh_bias);
+        if (t < FUSED_USERS) gr_tile_prepare<Tile>(training, j0, span_end, bias, train_bits[t], sh_bias);
         // the scores without their biases, each added where it is compared (in float): kept, the
         // fast check's 64 compares would be held for the full path, at some instructions a score
-        float acc[8][8];
+        float acc[Tile::ROUNDS][Tile::ITEMS];
         tile.score(tile_factors, a_row, B, j0, span_end, n_factors, nullptr, acc);
         const auto score = [&](int i, int j) { return bias ? acc[i][j] + sh_bias[tile.col(i, j)] : acc[i][j]; };
         // the common case in few instructions a score: no score reaches its row's threshold, and
@@ -280,10 +280,10 @@ __device__ __forceinline__ void fused_topk(GR_FUSED_TOPK_ARGS) {
         uint32_t hit = 0;
         float check = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < Tile::ROUNDS; ++i) {
             const float at_least = sh_threshold[tile.row(i)];
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int j = 0; j < Tile::ITEMS; ++j) {
                 const float s = score(i, j);
                 hit |= (uint32_t)(s >= at_least);
                 check = fmaf(s, 0.0f, check);
@@ -291,12 +291,12 @@ __device__ __forceinline__ void fused_topk(GR_FUSED_TOPK_ARGS) {
         }
         if (hit || check != check) {  // rare once the thresholds are good: each pool score, in full
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
+            for (int i = 0; i < Tile::ROUNDS; ++i) {
                 const int r = tile.row(i);
                 const float at_least = sh_threshold[r];
                 const uint32_t pool = r < n_rows ? tile.pool(train_bits[r], i, j0, span_end) : 0u;
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
+                for (int j = 0; j < Tile::ITEMS; ++j) {
                     const float s = score(i, j);
                     if ((pool >> j) & 1u) {
                         if (!isfinite(s))  // the filter overflowed: the full-row path decides
@@ -319,6 +319,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(GR
 
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_tf32(GR_FUSED_TOPK_ARGS) {
-    fused_topk<TensorTile>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
+    fused_topk<TensorTileOf<8>>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
                            cand_scores, cand_items, count, overflow);
 }

@@ -1245,12 +1245,13 @@ FUSED_MUTANTS = {  # (file, old, new)
                                             "        if (more) store(buf ^ 1);"),
     "missing barrier after a tile": ("fused_rank_body.cuh", "        __syncthreads();  // the next tile's",
                                      "        // the next tile's"),
-    "training items not masked": ("score_tile.cuh", "in_span & ~trained", "in_span"),
+    "training items not masked": ("score_tile.cuh", "return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;",
+                                  "return gr_tile_in_span(*this, rho, j0, span_end);"),  # (FmaTile's, the first)
     "the second half's training items from the first's": ("score_tile.cuh", "[FUSED_ITEMS / 64 + word]", "[word]"),
     "the last factor left out": ("score_tile.cuh", "k < n_factors - k0; ++k) multiply(k)",
                                  "k < n_factors - k0 - 1; ++k) multiply(k)"),
-    "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(gr_tile_col(tx, j) < n_in)",
-                                   "(uint32_t)(gr_tile_col(tx, j) + 1 < n_in)"),
+    "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(tile.col(rho, j) < span_end - j0)",
+                                   "(uint32_t)(tile.col(rho, j) + 1 < span_end - j0)"),
     "half a row's pool statistics": ("fused_rank_body.cuh", "if (!(Tile::SHARE_MASK & off)) continue;",
                                      "if (!(Tile::SHARE_MASK & off & 3)) continue;"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
@@ -1260,8 +1261,8 @@ FUSED_MUTANTS = {  # (file, old, new)
     "a pair of rows given the smaller's words": ("fused_rank_body.cuh", "w += max(sh_first[r + 1] - sh_first[r],", "w += min(sh_first[r + 1] - sh_first[r],"),
     "a high half read as the low": ("bands.cuh", "return (counts.words[c] / counts.one) & 0xFFFFu;",
                                     "return counts.words[c] & 0xFFFFu;"),
-    "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "sh_min[r] = fmin(sh_min[r], mn);",
-                                                 "sh_min[r] = mn;"),
+    "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "row_min[i] = fmin(row_min[i], mn);",
+                                                 "row_min[i] = mn;"),
     "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
@@ -1419,9 +1420,13 @@ TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh
     "the rows' reads unswizzled": ("score_tile.cuh", "const int c = gr_swizzle(q, r0 + 8 * n);",
                                    "const int c = r0 + 8 * n;"),
     "the items' quads from the wrong part": ("score_tile.cuh", "lo = sm.b[1][8 * m + g][q];", "lo = sm.b[0][8 * m + g][q];"),
-    "a lane's items eight apart the other way": ("score_tile.cuh", "16 * (j >> 1) + 8 * (j & 1) + g; }",
-                                                 "16 * (j >> 1) + 8 * (1 - (j & 1)) + g; }"),
-    "the training bits of the upper items": ("score_tile.cuh", "((w >> 7) & 2u)", "((w >> 8) & 2u)"),
+    "a lane's items eight apart the other way": ("score_tile.cuh", "+ 8 * j + g; }", "+ 8 * (j ^ 1) + g; }"),
+    "the training bits of a lane's items not gathered in a halfword": ("score_tile.cuh",
+                                                                       "return 16 * (c & 7) + (c >> 3); }", "return c; }"),
+    "a lane's halfword of the next lane's items": ("score_tile.cuh", "[HALVES * g + rho % HALVES]",
+                                                   "[HALVES * ((g + 1) & 7) + rho % HALVES]"),
+    "a round's scores from the other row of its pair": ("score_tile.cuh", "[2 * (c & 1) + (k & 1)]",
+                                                        "[2 * (c & 1) + (~k & 1)]"),
     "a row's statistics mixed with the next row's": ("score_tile.cuh", "static constexpr int SHARE_MASK = 28;",
                                                      "static constexpr int SHARE_MASK = 30;"),
 }
@@ -1507,16 +1512,28 @@ def fused_topk_case(no_candidates=False):
     return p.fused_topk_launches(batch.astype(np.int64), span, threshold, rng.random(batch.shape[0]) < 0.1)
 
 
-@pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way", "the training bits of the upper items",
-                                    "the rows' reads unswizzled", "the items' quads from the wrong part"])
+TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds of half a row, fused_topk_tf32's alone
+    "a half-row round's items from the other half": ("score_tile.cuh", "return 64 * (rho % HALVES) +",
+                                                     "return 64 * ((rho + 1) % HALVES) +"),
+    "a half-row round's training bits from the other half": ("score_tile.cuh", "[HALVES * g + rho % HALVES]",
+                                                             "[HALVES * g + (rho + 1) % HALVES]"),
+}
+
+
+@pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way",
+                                    "the training bits of a lane's items not gathered in a halfword",
+                                    "a lane's halfword of the next lane's items",
+                                    "the rows' reads unswizzled", "the items' quads from the wrong part",
+                                    *TOPK_TF32_MUTANTS])
 def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
     """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core
-    tile and TensorTile's layout): TF32_MUTANTS' seeded bugs there that integer factors can show
-    give it other candidates than the model's (the kernel itself gives the model's)."""
+    tile and TensorTileOf's layout, in rounds of 8 items where fused_rank_tf32's are of 16):
+    TF32_MUTANTS' seeded bugs there that integer factors can show, and its own, give it other
+    candidates than the model's (the kernel itself gives the model's)."""
     launches, outputs = fused_topk_case()
     want = run(gpu_model.fused_topk, launches, outputs)
     assert not caught(real["topk_tile"].get_function("fused_topk_tf32"), launches, outputs, want, fused_topk_result)
-    mutated = mutated_module(tmp_path, "topk_tile", *TF32_MUTANTS[mutant])
+    mutated = mutated_module(tmp_path, "topk_tile", *{**TF32_MUTANTS, **TOPK_TF32_MUTANTS}[mutant])
     assert caught(mutated.get_function("fused_topk_tf32"), launches, outputs, want, fused_topk_result)
 
 
