@@ -112,8 +112,6 @@ def in_mode(_gpu, mode, fn):
         _gpu.FUSED = False
 
 
-
-
 def sweep(cp, _gpu, args):
     rows = []
     for users, items, factors in shapes(args.sizes):

@@ -11,17 +11,18 @@
 // only ever sends an item to the defined score). A thread's 64 scores of the tile then go to local
 // memory (acc's registers free again), and its pool items are placed among the test items
 // as in rank_tile (gr_place_cell: the row's cells; where a cell holds an edge, after the
-// row's 8 items, a branchless search over the bands and one compare: gr_search_round), a row
-// at a time, the row's 8 items unrolled; the items inside a band
+// round's items, a branchless search over the bands and one compare: gr_search_round), a round
+// at a time: a row's 8 items (FmaTile) or 16 (TensorTileOf<16>), unrolled; the items inside a band
 // then join the warp's queue (one vote a row where none does) for their defined score
 // (gr_exact_score), 32 at a time. The counts are 16 bits in shared memory, rows 2p and 2p + 1
 // in the two halves of the same words (row_counts), or in global memory where a block's rows
-// need more than FUSED_WORDS. At most 128 registers (two blocks per SM, no spill) and 48,656
-// bytes of static shared memory, 16 KB of it the 128 rows' cells.
+// need more than FUSED_WORDS. The pool's minimum and maximum are kept per thread and round,
+// merged over a row's lanes once, at the block's end. At most 128 registers (two blocks per SM,
+// no spill) and 47,632 bytes of static shared memory, 16 KB of it the 128 rows' cells.
 //
 // Two kernels share this counting (fused_rank_body.cuh, included once for each): fused_rank_f32
 // scores with float32 FMA chains (FmaTile), fused_rank_tf32, TF32 mode, on tensor cores
-// (TensorTile: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
+// (TensorTileOf<16>: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
@@ -70,7 +71,7 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
 
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 #define GR_FUSED_KERNEL fused_rank_tf32
-#define GR_FUSED_TILE TensorTile
+#define GR_FUSED_TILE TensorTileOf<16>
 #include "fused_rank_body.cuh"
 #undef GR_FUSED_KERNEL
 #undef GR_FUSED_TILE

@@ -335,15 +335,15 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
     }
 };
 
-template <int ITEMS> struct GrTileBits;  // a round's training bits: a byte of 8 items, a halfword of 16
-template <> struct GrTileBits<8> { using type = uint8_t; };
-template <> struct GrTileBits<16> { using type = uint16_t; };
-
 // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w holds rows r0 + 8 (k >> 1) + (k & 1)
 // (k < 4, r0 = 16 w + 2 q) and their items 8 j + g (j < 16) of the tile. Its rounds: ITEMS = 16,
 // a row's 16 items a round (fused_rank_tf32: a row's set-up paid 4 times a tile, not 8), or
 // ITEMS = 8, half of them (fused_topk_tf32, whose factor loop compiles shorter so), round rho:
 // row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
+template <int ITEMS> struct GrTileBits;  // a round's training bits: a byte of 8 items, a halfword of 16
+template <> struct GrTileBits<8> { using type = uint8_t; };
+template <> struct GrTileBits<16> { using type = uint16_t; };
+
 template <int ITEMS_>
 struct TensorTileOf {
     using Factors = TileFactorsTF32;
@@ -361,11 +361,14 @@ struct TensorTileOf {
     // the tile's item c = 8 j + g (j < 16, g < 8), lane g's item j: bit j of halfword g (its
     // rounds of 8: byte 2 g + rho % 2)
     static __device__ __forceinline__ int bit(int c) { return 16 * (c & 7) + (c >> 3); }
-    // bit j: item col(rho, j) of the tile at j0 is in the pool (as FmaTile's): the round's Bits
-    // (little-endian: Bits k of the words holds their bits 8 sizeof(Bits) k on)
+    // bit j: item col(rho, j) of the tile at j0 is in the pool (as FmaTile's): the round's ITEMS
+    // bits, from bit ITEMS k of the words on (k = HALVES g + rho % HALVES; little-endian: bytes
+    // ITEMS k / 8 on, read as one load)
     __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
-        const uint32_t trained = reinterpret_cast<const Bits*>(bits)[HALVES * g + rho % HALVES];
-        return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;
+        const char* round = reinterpret_cast<const char*>(bits) + sizeof(Bits) * (HALVES * g + rho % HALVES);
+        Bits trained;
+        memcpy(&trained, round, sizeof trained);
+        return gr_tile_in_span(*this, rho, j0, span_end) & ~(uint32_t)trained;
     }
     __device__ __forceinline__ void score(Factors& sm, const float* a_row, const float* B, int64_t j0, int64_t span_end,
                                           int64_t n_factors, const float* tile_bias, float (&scores)[ROUNDS][ITEMS]) const {
@@ -384,4 +387,3 @@ struct TensorTileOf {
             }
     }
 };
-using TensorTile = TensorTileOf<16>;  // fused_rank_tf32's

@@ -46,10 +46,10 @@ def _probe():
             _state = (None, GpuStatus(False, f"CuPy failed to import: {type(error).__name__}: {error}"), True)
             return _state
         try:
-            version = re.match(r"(\d+)\.(\d+)", str(cupy.__version__))
+            version = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?(\S*)", str(cupy.__version__))
         except Exception:  # (a broken installation says so below)
             version = None
-        if version and (int(version[1]), int(version[2])) < MIN_CUPY:
+        if version and _older_than_the_pin(version):
             _state = (None, GpuStatus(False, f"CuPy {cupy.__version__} is older than {MIN_CUPY[0]}.{MIN_CUPY[1]}, "
                                              "whose sorts raise MemoryError where older ones return wrong values "
                                              "(cupy/cupy#9894); install gpureco[cuda12] or gpureco[cuda13]"), True)
@@ -74,6 +74,14 @@ def _probe():
         else:
             _state = (None, GpuStatus(False, f"CuPy is installed but no CUDA device is usable ({why})"), True)
     return _state
+
+
+def _older_than_the_pin(version):
+    """Whether a CuPy version (re.match of major, minor, micro, the rest) comes before MIN_CUPY;
+    a pre-release of MIN_CUPY itself (14.1.0rc1, 14.1.0.dev0) does, as in pip's order."""
+    release = (int(version[1]), int(version[2]))
+    pre = int(version[3] or 0) == 0 and re.match(r"(a|b|rc|\.?dev)\d*", version[4]) is not None
+    return release < MIN_CUPY or (release == MIN_CUPY and pre)
 
 
 def _compile_and_run(cupy):

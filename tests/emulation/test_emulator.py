@@ -1263,6 +1263,8 @@ FUSED_MUTANTS = {  # (file, old, new)
                                     "return counts.words[c] & 0xFFFFu;"),
     "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "row_min[i] = fmin(row_min[i], mn);",
                                                  "row_min[i] = mn;"),
+    "a row's maximum from its last tile alone": ("fused_rank_body.cuh", "row_max[i] = fmax(row_max[i], mx);",
+                                                 "row_max[i] = mx;"),
     "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
@@ -1423,8 +1425,8 @@ TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh
     "a lane's items eight apart the other way": ("score_tile.cuh", "+ 8 * j + g; }", "+ 8 * (j ^ 1) + g; }"),
     "the training bits of a lane's items not gathered in a halfword": ("score_tile.cuh",
                                                                        "return 16 * (c & 7) + (c >> 3); }", "return c; }"),
-    "a lane's halfword of the next lane's items": ("score_tile.cuh", "[HALVES * g + rho % HALVES]",
-                                                   "[HALVES * ((g + 1) & 7) + rho % HALVES]"),
+    "a lane's halfword of the next lane's items": ("score_tile.cuh", "(HALVES * g + rho % HALVES)",
+                                                   "(HALVES * ((g + 1) & 7) + rho % HALVES)"),
     "a round's scores from the other row of its pair": ("score_tile.cuh", "[2 * (c & 1) + (k & 1)]",
                                                         "[2 * (c & 1) + (~k & 1)]"),
     "a row's statistics mixed with the next row's": ("score_tile.cuh", "static constexpr int SHARE_MASK = 28;",
@@ -1515,15 +1517,17 @@ def fused_topk_case(no_candidates=False):
 TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds of half a row, fused_topk_tf32's alone
     "a half-row round's items from the other half": ("score_tile.cuh", "return 64 * (rho % HALVES) +",
                                                      "return 64 * ((rho + 1) % HALVES) +"),
-    "a half-row round's training bits from the other half": ("score_tile.cuh", "[HALVES * g + rho % HALVES]",
-                                                             "[HALVES * g + (rho + 1) % HALVES]"),
+    "a half-row round's training bits from the other half": ("score_tile.cuh", "(HALVES * g + rho % HALVES)",
+                                                             "(HALVES * g + (rho + 1) % HALVES)"),
+    "a half-row round's scores from the other half": ("score_tile.cuh", "c = 8 * (rho % HALVES) + j;",
+                                                      "c = 8 * ((rho + 1) % HALVES) + j;"),
 }
 
 
 @pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way",
                                     "the training bits of a lane's items not gathered in a halfword",
                                     "a lane's halfword of the next lane's items",
-                                    "the rows' reads unswizzled", "the items' quads from the wrong part",
+                                    "a round's scores from the other row of its pair", "the rows' reads unswizzled", "the items' quads from the wrong part",
                                     *TOPK_TF32_MUTANTS])
 def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
     """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core

@@ -164,7 +164,11 @@ def test_a_cupy_older_than_the_pin_is_no_gpu(fresh_probe, monkeypatch, rng):
     assert not status and "CuPy 14.0.1 is older than 14.1" in status.reason and "cupy/cupy#9894" in status.reason
     with pytest.warns(RuntimeWarning, match="evaluating on the CPU: CuPy 14.0.1 is older than 14.1"):
         evaluate("auto", rng)
-    for version in ("14.1.0", "14.2.0rc1", "15.0.0"):
+    for version in ("14.0.0b2", "14.1.0rc1", "14.1.0.dev0", "13.6.0"):
+        monkeypatch.setattr(_backend, "_state", None)
+        fake_cupy_with_a_device(monkeypatch, kernel=writes, version=version)
+        assert not gpureco.gpu_available(), version
+    for version in ("14.1", "14.1.0", "14.1.1", "14.1.0.post1", "14.2.0rc1", "15.0.0"):
         monkeypatch.setattr(_backend, "_state", None)
         fake_cupy_with_a_device(monkeypatch, kernel=writes, version=version)
         assert gpureco.gpu_available(), version
