@@ -328,13 +328,6 @@ def _adversarial_float_arithmetic(cupy, rng):
         return inexact
 
     cupy.bincount, cupy.cumsum = bincount, cumsum
-
-    def array_equal(a1, a2, equal_nan=False):  # CuPy's reads a1.shape first: arrays only, no Python scalars
-        if not (hasattr(a1, "shape") and hasattr(a2, "shape")):
-            raise AttributeError(f"'{type(a1 if not hasattr(a1, 'shape') else a2).__name__}' object has no "
-                                 "attribute 'shape' (cupy.array_equal takes arrays)")
-        return np.array_equal(a1, a2, equal_nan=equal_nan)
-    cupy.array_equal = array_equal
     for name in ("asarray", "array", "ascontiguousarray"):  # CuPy holds numbers only, and says so its own way
         setattr(cupy, name, _numbers_only(getattr(np, name)))
     cupy.ndarray = DeviceArray
@@ -394,12 +387,20 @@ def fake_cupy(fail_above=None):
                     raise OutOfMemoryError(f"model: {grid[0]} users do not fit")
                 return fn(grid, block, args)
             return guarded
+
     class MemoryHook:  # cupy.cuda.MemoryHook: the model's allocations are NumPy's, so it sees none
         def __enter__(self):
             return self
 
         def __exit__(self, *exc):
             return False
+
+    def array_equal(a1, a2, equal_nan=False):  # CuPy's reads a1.shape first: arrays only, no Python scalars
+        if not (hasattr(a1, "shape") and hasattr(a2, "shape")):
+            raise AttributeError(f"'{type(a1 if not hasattr(a1, 'shape') else a2).__name__}' object has no "
+                                 "attribute 'shape' (cupy.array_equal takes arrays)")
+        return np.array_equal(a1, a2, equal_nan=equal_nan)
+    cupy.array_equal = array_equal
     cupy.cuda = types.SimpleNamespace(Device=Device, memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
                                       MemoryHook=MemoryHook,
                                       runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {
