@@ -97,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         float scores[Tile::ROUNDS][Tile::ITEMS];
         tile.score(tile_factors, a_row, B, j0, span_end, n_factors, bias ? sh_bias : nullptr, scores);
 #pragma unroll 1
-        for (int i = 0; i < Tile::ROUNDS; ++i) {  // round i; every lane the same rounds: the warp's votes and shuffles below
+        for (int i = 0; i < Tile::ROUNDS; ++i) {  // round i; every lane the same rounds: the warp's votes below
             const int r = tile.row(i);
             const int64_t first = sh_first[r];
             const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items

@@ -1527,7 +1527,8 @@ TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds of half a row, 
 @pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way",
                                     "the training bits of a lane's items not gathered in a halfword",
                                     "a lane's halfword of the next lane's items",
-                                    "a round's scores from the other row of its pair", "the rows' reads unswizzled", "the items' quads from the wrong part",
+                                    "a round's scores from the other row of its pair", "the rows' reads unswizzled",
+                                    "the items' quads from the wrong part",
                                     *TOPK_TF32_MUTANTS])
 def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
     """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core
