@@ -35,11 +35,13 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
     const int t = threadIdx.x, ty = t >> 4, tx = t & 15;
     const int lr = t >> 1, lk = (t & 1) * 4;
     float ra[4], rb[4];
-    const auto load = [&](int64_t k0) {
+    const int n = (int)n_factors;  // (under 2^24: score_tolerance refuses more for float32 factors)
+    const float *pa = a_row ? a_row + lk : a_row, *pb = b_row ? b_row + lk : b_row;
+    const int left = n - lk;
+    const auto load = [&](int k0) {  // zeros past the factors: a last step of fewer factors adds nothing
         for (int q = 0; q < 4; ++q) {
-            const int64_t k = k0 + lk + q;
-            ra[q] = a_row && k < n_factors ? a_row[k] : 0.0f;
-            rb[q] = b_row && k < n_factors ? b_row[k] : 0.0f;
+            ra[q] = pa && k0 + q < left ? pa[k0 + q] : 0.0f;
+            rb[q] = pb && k0 + q < left ? pb[k0 + q] : 0.0f;
         }
     };
     const auto store = [&](int buf) {
@@ -56,8 +58,8 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
     store(0);
     __syncthreads();
     int buf = 0;
-    for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
-        const bool more = k0 + FUSED_STEP < n_factors;
+    for (int k0 = 0; k0 < n; k0 += FUSED_STEP) {
+        const bool more = k0 + FUSED_STEP < n;
         if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
         const auto multiply = [&](int k) {  // factor k0 + k of the tile's 8 x 8 scores
             const F4 a0 = sm.a[buf][k][ty], a1 = sm.a[buf][k][FUSED_USERS / 8 + ty];
@@ -73,7 +75,7 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
 #pragma unroll
             for (int k = 0; k < FUSED_STEP; ++k) multiply(k);
         } else {  // the last step: F - k0 factors
-            for (int k = 0; k < n_factors - k0; ++k) multiply(k);
+            for (int k = 0; k < n - k0; ++k) multiply(k);
         }
         if (more) store(buf ^ 1);
         __syncthreads();
@@ -230,12 +232,13 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
     const int lr = t >> 1, lp = (t & 1) * 2;  // the row and pairs this thread stores
     const int li = t >> 2, lq = t & 3;  // the item pair (16 m + g, + 8: li = 8 m + g) and the pair it stores
     float ra[4], rb[4];  // row lr's factors lp, lp + 1, lp + 4, lp + 5; items' lq, lq + 4 (item, item + 8)
-    const auto load = [&](int64_t k0) {  // zeros past the factors: a last step of fewer factors adds nothing
+    const int n = (int)n_factors;  // (under 2^24: score_tolerance refuses more for float32 factors)
+    const auto load = [&](int k0) {  // zeros past the factors: a last step of fewer factors adds nothing
         for (int s = 0; s < 4; ++s) {
-            const int64_t k = k0 + lp + (s & 1) + 4 * (s >> 1), kb = k0 + lq + 4 * (s >> 1);
-            ra[s] = a_row && k < n_factors ? a_row[k] : 0.0f;
+            const int k = k0 + lp + (s & 1) + 4 * (s >> 1), kb = k0 + lq + 4 * (s >> 1);
+            ra[s] = a_row && k < n ? a_row[k] : 0.0f;
             const float* item = s & 1 ? b_item8 : b_item;
-            rb[s] = item && kb < n_factors ? item[kb] : 0.0f;
+            rb[s] = item && kb < n ? item[kb] : 0.0f;
         }
     };
     const auto store = [&]() {
@@ -263,8 +266,8 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
     store();
     __syncthreads();
     const int r0 = 16 * (t >> 5) + g;  // the rows of the lane's B fragments: r0, r0 + 8
-    for (int64_t k0 = 0; k0 < n_factors; k0 += FUSED_STEP) {
-        const bool more = k0 + FUSED_STEP < n_factors;
+    for (int k0 = 0; k0 < n; k0 += FUSED_STEP) {
+        const bool more = k0 + FUSED_STEP < n;
         if (more) load(k0 + FUSED_STEP);  // the next step's factors, while this one is multiplied
         uint32_t row_hi[2][2], row_lo[2][2];  // the B fragments: rows r0 + 8 n, factors q, q + 4
 #pragma unroll

@@ -1248,8 +1248,7 @@ FUSED_MUTANTS = {  # (file, old, new)
     "training items not masked": ("score_tile.cuh", "return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;",
                                   "return gr_tile_in_span(*this, rho, j0, span_end);"),  # (FmaTile's, the first)
     "the second half's training items from the first's": ("score_tile.cuh", "[FUSED_ITEMS / 64 + word]", "[word]"),
-    "the last factor left out": ("score_tile.cuh", "k < n_factors - k0; ++k) multiply(k)",
-                                 "k < n_factors - k0 - 1; ++k) multiply(k)"),
+    "the last factor left out": ("score_tile.cuh", "k < n - k0; ++k) multiply(k)", "k < n - k0 - 1; ++k) multiply(k)"),
     "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(tile.col(rho, j) < span_end - j0)",
                                    "(uint32_t)(tile.col(rho, j) + 1 < span_end - j0)"),
     "half a row's pool statistics": ("fused_rank_body.cuh", "if (!(Tile::SHARE_MASK & off)) continue;",
@@ -1431,6 +1430,10 @@ TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh
                                                         "[2 * (c & 1) + (~k & 1)]"),
     "a row's statistics mixed with the next row's": ("score_tile.cuh", "static constexpr int SHARE_MASK = 28;",
                                                      "static constexpr int SHARE_MASK = 30;"),
+    "a last step's factors past F loaded": ("score_tile.cuh", "a_row && k < n ? a_row[k] : 0.0f;\n            const float* "
+                                            "item = s & 1 ? b_item8 : b_item;\n            rb[s] = item && kb < n ?",
+                                            "a_row ? a_row[k] : 0.0f;\n            const float* item = s & 1 ? "
+                                            "b_item8 : b_item;\n            rb[s] = item ?"),
 }
 
 
