@@ -11,6 +11,7 @@ a pool item happens to fall in the gap; these look at every score."""
 import numpy as np
 import pytest
 
+import nvrtc
 from conftest import GPU_MISSING
 from emulation.emulator import have_compiler
 from emulation.test_emulator import KERNELS, module, mutated_kernels
@@ -59,6 +60,20 @@ BACKENDS = [pytest.param("emulated", marks=pytest.mark.skipif(not have_compiler(
             pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(GPU_MISSING is not None,
                                                                            reason=f"no GPU: {GPU_MISSING}")])]
 
+
+NVRTC, NVRTC_MISSING = nvrtc.library()
+
+
+@pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_probe_builds_as_cupy_builds_it(arch):
+    """The probe's machine code as CuPy 14 builds it on an A100 or H100 (test_kernels.py's
+    options), so that a device session does not find a compile error first."""
+    cubin, log = nvrtc.compile_to_cubin(NVRTC, PROBE, "probe.cu", [*_gpu.compile_options(), f"-arch={arch}",
+                                                                  "-ftz=true", "--device-as-default-execution-space"])
+    assert cubin is not None, log
+    for name in NAMES:
+        assert name.encode() + b"\0" in cubin, name
 
 class Probe:
     """The probe's kernels on the emulator or, through CuPy, on the GPU; run(...) -> host array."""
