@@ -32,6 +32,9 @@ FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared mem
 # fused_rank's grid: about FUSED_BLOCKS blocks (15 waves of an H100's 264); a block's items at most FUSED_MAX_SPAN
 # (+ FUSED_ITEMS from the rounding), below 2^16: a test item's count in a block fits its 16 bits
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
+# the fused tiles index a row's factors in 32 bits (score_tile.cuh): fewer factors than this (a float32
+# model of more is refused by score_tolerance anyway: its bound is infinite)
+FUSED_MAX_FACTORS = (1 << 24) - 2
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles; TF32 mode on
 # tensor cores, fused_rank_tf32) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (TF32 mode: fused_topk_tf32), after a sample of the
@@ -185,7 +188,7 @@ class FactorScores:
 
     def fused(self):
         """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors; TF32 mode too)."""
-        return FUSED and not self.given and self.dtype == np.float32 and self.n_factors > 0
+        return FUSED and not self.given and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""

@@ -182,6 +182,18 @@ def test_only_float32_factor_models_are_fused(monkeypatch):
     assert sum(name == "rank_tile_f32" for name, _, _ in cupy.launches) == 2  # FP32 and TF32
 
 
+def test_models_of_more_factors_than_the_fused_tiles_index_take_the_tiles(monkeypatch):
+    """The fused tiles index a row's factors in 32 bits: a float32 model of FUSED_MAX_FACTORS
+    factors or more (here lowered to 4) keeps the cuBLAS tiles and rank_tile, with the CPU's numbers."""
+    X_train, X_test, A, B, _ = problem(8, n_factors=4)
+    monkeypatch.setattr(_gpu, "FUSED_MAX_FACTORS", 4)
+    with emulated_device(monkeypatch) as cupy:
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5))
+        assert_identical(*cpu_and_gpu(X_train, X_test, A[:, :3], B[:, :3], k=5))
+    names = [name for name, _, _ in cupy.launches]
+    assert names.count("rank_tile_f32") == 1 and names.count("fused_rank_f32") == 1
+
+
 def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
     """With FUSED, TF32 mode scores float32 factors in fused kernels, no split cuBLAS tile: rank_users
     in fused_rank_tf32, top_k in fused_topk_tf32 (tensor cores); the CPU's numbers."""
