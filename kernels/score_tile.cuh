@@ -35,10 +35,10 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
     const int t = threadIdx.x, ty = t >> 4, tx = t & 15;
     const int lr = t >> 1, lk = (t & 1) * 4;
     float ra[4], rb[4];
-    const int n = (int)n_factors;  // (under 2^24: score_tolerance refuses more for float32 factors)
-    const float *pa = a_row ? a_row + lk : a_row, *pb = b_row ? b_row + lk : b_row;
-    const int left = n - lk;
-    const auto load = [&](int k0) {  // zeros past the factors: a last step of fewer factors adds nothing
+    const int n = (int)n_factors;  // (under _gpu.FUSED_MAX_FACTORS = 2^24 - 2: 32-bit indices)
+    const float *pa = a_row ? a_row + lk : a_row, *pb = b_row ? b_row + lk : b_row;  // this thread's factors
+    const int left = n - lk;  // of them, how many the rows have
+    const auto load = [&](int k0) {  // none read past a row (the last step multiplies only its F - k0 factors)
         for (int q = 0; q < 4; ++q) {
             ra[q] = pa && k0 + q < left ? pa[k0 + q] : 0.0f;
             rb[q] = pb && k0 + q < left ? pb[k0 + q] : 0.0f;
@@ -232,7 +232,7 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
     const int lr = t >> 1, lp = (t & 1) * 2;  // the row and pairs this thread stores
     const int li = t >> 2, lq = t & 3;  // the item pair (16 m + g, + 8: li = 8 m + g) and the pair it stores
     float ra[4], rb[4];  // row lr's factors lp, lp + 1, lp + 4, lp + 5; items' lq, lq + 4 (item, item + 8)
-    const int n = (int)n_factors;  // (under 2^24: score_tolerance refuses more for float32 factors)
+    const int n = (int)n_factors;  // (under _gpu.FUSED_MAX_FACTORS = 2^24 - 2: 32-bit indices)
     const auto load = [&](int k0) {  // zeros past the factors: a last step of fewer factors adds nothing
         for (int s = 0; s < 4; ++s) {
             const int k = k0 + lp + (s & 1) + 4 * (s >> 1), kb = k0 + lq + 4 * (s >> 1);
