@@ -75,6 +75,7 @@ def test_the_probe_builds_as_cupy_builds_it(arch):
     for name in NAMES:
         assert name.encode() + b"\0" in cubin, name
 
+
 class Probe:
     """The probe's kernels on the emulator or, through CuPy, on the GPU; run(...) -> host array."""
 
@@ -115,10 +116,10 @@ def misplaced(got, want):
         return ""
     lines = [f"{len(wrong)} of {got.size} scores misplaced or wrong"]
     for r, j in wrong[:6]:
-        seen = [f"item {c}" for c in np.flatnonzero(want[r] == got[r, j])[:3]]
-        seen += [f"row {c}" for c in np.flatnonzero(want[:, j] == got[r, j])[:3]]
-        lines.append(f"row {r} item {j}: {got[r, j]!r}, want {want[r, j]!r}"
-                     + (f" (the score of the same row's {', '.join(seen)})" if seen else ""))
+        seen = [f"row {r} item {c}" for c in np.flatnonzero(want[r] == got[r, j])[:3]]
+        seen += [f"row {c} item {j}" for c in np.flatnonzero(want[:, j] == got[r, j])[:3]]
+        lines.append(f"row {r} item {j}: {float(got[r, j])}, want {float(want[r, j])}"
+                     + (f" (the score of {', '.join(seen)})" if seen else ""))
     return "; ".join(lines)
 
 
