@@ -163,7 +163,8 @@ def worst_ratio(probe, name, A, B, bias):
 def test_every_score_is_within_its_bound(probe, name, rng):
     """Normal factors, positive factors whose 13 low bits are set (each TF32 cut as large as it
     can be, every error of one sign) and factors over 40 binades (test_tf32.factor_kinds), at
-    F = 16 and 128, with and without biases."""
+    F = 16 and 128 on a GPU (16 and 72 emulated, where a step takes longer), with and without
+    biases."""
     for n_factors in (16, 128) if probe.backend == "gpu" else (16, 72):
         rows, items = factor_kinds(rng, 128, n_factors), factor_kinds(rng, 256, n_factors)
         for kind in rows:
