@@ -37,6 +37,14 @@ def version(lib):
     return major.value, minor.value
 
 
+def as_cupy(options, arch):
+    """`options` as CuPy 14's RawModule hands them to NVRTC for `arch`: compute_XX (PTX) or sm_XX
+    (a cubin, machine code), with the options CuPy adds (-ftz=true; --device-as-default-execution-space
+    for a cubin)."""
+    cubin = ["--device-as-default-execution-space"] if arch.startswith("sm_") else []
+    return [*options, f"-arch={arch}", "-ftz=true", *cubin]
+
+
 def compile_to_ptx(lib, source, name, options):
     """(PTX text or None, compile log) of `source` with `options`, as CuPy compiles it."""
     code, log = _compile(lib, source, name, options, "PTX")

@@ -15,8 +15,8 @@ import nvrtc
 from conftest import GPU_MISSING
 from emulation.emulator import have_compiler
 from emulation.test_emulator import KERNELS, module, mutated_kernels
-from engine.test_tf32 import factor_kinds
-from gpureco.engine import _gpu, _scores
+from engine.test_tf32 import factor_kinds, ratio_to_bound
+from gpureco.engine import _gpu
 
 PROBE = r"""
 #include "score_tile.cuh"
@@ -69,8 +69,7 @@ NVRTC, NVRTC_MISSING = nvrtc.library()
 def test_the_probe_builds_as_cupy_builds_it(arch):
     """The probe's machine code as CuPy 14 builds it on an A100 or H100 (test_kernels.py's
     options), so that a device session does not find a compile error first."""
-    cubin, log = nvrtc.compile_to_cubin(NVRTC, PROBE, "probe.cu", [*_gpu.compile_options(), f"-arch={arch}",
-                                                                  "-ftz=true", "--device-as-default-execution-space"])
+    cubin, log = nvrtc.compile_to_cubin(NVRTC, PROBE, "probe.cu", nvrtc.as_cupy(_gpu.compile_options(), arch))
     assert cubin is not None, log
     for name in NAMES:
         assert name.encode() + b"\0" in cubin, name
@@ -147,16 +146,7 @@ def worst_ratio(probe, name, A, B, bias):
     """max over the tile's scores of |score - defined score| / the bound before its doubling
     (the FP32 bound for the FMA tile, the "fused" TF32 bound for the tensor tiles), as
     test_tf32's test_cublas_filters_are_within_their_bounds_on_the_device takes cuBLAS's."""
-    got = probe.run(name, A, B, bias).astype(np.float64)
-    defined = np.zeros(got.shape)
-    for f in range(A.shape[1]):  # the defined score: float64, in order (gr_exact_score)
-        defined = defined + A[:, f, None].astype(np.float64) * B[None, :, f].astype(np.float64)
-    if bias is not None:
-        defined = defined + bias
-    item_abs_max, bias_abs_max = _scores.magnitudes(B, bias if bias is not None else np.zeros(0))
-    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, "fused" if "tensor" in name else False,
-                                    _scores.max_row_norm(B)) / 2
-    return float((np.abs(got - defined) / bound[:, None]).max())
+    return ratio_to_bound(probe.run(name, A, B, bias), A, B, bias, "fused" if "tensor" in name else False)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -48,7 +48,7 @@ ENTRIES = {"rank_tile": [f"rank_tile{s}" for s in BOTH],
 def test_kernel_compiles_with_nvrtc_as_at_run_time(source, arch):
     """The source, options and compiler of cupy.RawModule (which always adds -ftz=true)."""
     ptx, log = nvrtc.compile_to_ptx(NVRTC, source.read_text(), source.name,
-                                    [*_gpu.compile_options(), f"-arch={arch}", "-ftz=true"])
+                                    nvrtc.as_cupy(_gpu.compile_options(), arch))
     assert ptx is not None, log
     assert f".target sm_{arch[-2:]}" in ptx
     for name in ENTRIES[source.stem]:  # the functions gpureco/engine/_gpu.py asks the module for
@@ -67,8 +67,7 @@ def test_kernel_builds_machine_code_with_nvrtc_as_cupy_does(source, arch):
     adds (-ftz=true, --device-as-default-execution-space), so that ptxas's limits are checked
     (a PTX build passes a kernel over 48 KB of static shared memory, which the device rejects)."""
     cubin, log = nvrtc.compile_to_cubin(NVRTC, source.read_text(), source.name,
-                                        [*_gpu.compile_options(), f"-arch={arch}", "-ftz=true",
-                                         "--device-as-default-execution-space"])
+                                        nvrtc.as_cupy(_gpu.compile_options(), arch))
     assert cubin is not None, log
     assert cubin[:4] == b"\x7fELF"
     for name in ENTRIES[source.stem]:
@@ -230,7 +229,7 @@ def test_rank_tile_rounds_its_float_bands_outward_on_the_device():
     -ftz=true does not flush (a flushed negative subnormal would round up to -0)."""
     source = _gpu.kernels_dir() / "rank_tile.cu"
     ptx, log = nvrtc.compile_to_ptx(NVRTC, source.read_text(), source.name,
-                                    [*_gpu.compile_options(), "-arch=compute_90", "-ftz=true"])
+                                    nvrtc.as_cupy(_gpu.compile_options(), "compute_90"))
     assert ptx is not None, log
     assert "cvt.rm.f32.f64" in ptx and "cvt.rp.f32.f64" in ptx
     assert "cvt.rm.ftz.f32.f64" not in ptx and "cvt.rp.ftz.f32.f64" not in ptx

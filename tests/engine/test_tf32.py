@@ -64,15 +64,19 @@ def pipeline(A, B, bias, rng, block, c_first, terms="all"):
     return s + bias.astype(np.float32)[None, :] if bias is not None else s
 
 
-def worst_ratio(A, B, bias, **kw):
-    """max over (user, item) of |filter - defined score| / the bound (before its doubling)."""
-    rng = np.random.default_rng(5)
-    fast = pipeline(A, B, bias, rng, **kw).astype(np.float64)
+def ratio_to_bound(fast, A, B, bias, tf32):
+    """max over (user, item) of |fast - defined score| / score_tolerance's bound for `tf32` (False:
+    FP32, True: the split GEMMs, "fused": the fused TF32 kernels), before its doubling."""
     users, items = np.repeat(np.arange(A.shape[0]), B.shape[0]), np.tile(np.arange(B.shape[0]), A.shape[0])
     defined = _defined(users, items, A, B, A.shape[1], bias).reshape(fast.shape)
     item_abs_max, bias_abs_max = _scores.magnitudes(B, bias if bias is not None else np.zeros(0))
-    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, True, _scores.max_row_norm(B)) / 2
-    return (np.abs(fast - defined) / bound[:, None]).max()
+    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, tf32, _scores.max_row_norm(B)) / 2
+    return float((np.abs(fast.astype(np.float64) - defined) / bound[:, None]).max())
+
+
+def worst_ratio(A, B, bias, **kw):
+    """max over (user, item) of |filter - defined score| / the bound (before its doubling)."""
+    return ratio_to_bound(pipeline(A, B, bias, np.random.default_rng(5), **kw), A, B, bias, True)
 
 
 def factor_kinds(rng, n, f):
@@ -133,12 +137,7 @@ def fused_pipeline(A, B, bias, rng, block=8, correction=True):
 
 def fused_worst_ratio(A, B, bias, **kw):
     """max over (user, item) of |fused filter - defined score| / the "fused" bound (before its doubling)."""
-    fast = fused_pipeline(A, B, bias, np.random.default_rng(6), **kw).astype(np.float64)
-    users, items = np.repeat(np.arange(A.shape[0]), B.shape[0]), np.tile(np.arange(B.shape[0]), A.shape[0])
-    defined = _defined(users, items, A, B, A.shape[1], bias).reshape(fast.shape)
-    item_abs_max, bias_abs_max = _scores.magnitudes(B, bias if bias is not None else np.zeros(0))
-    bound = _scores.score_tolerance(A, item_abs_max, bias_abs_max, np.float32, "fused", _scores.max_row_norm(B)) / 2
-    return (np.abs(fast - defined) / bound[:, None]).max()
+    return ratio_to_bound(fused_pipeline(A, B, bias, np.random.default_rng(6), **kw), A, B, bias, "fused")
 
 
 @pytest.mark.parametrize("block", [8, 4, 1])
