@@ -37,11 +37,12 @@ __device__ __forceinline__ void gr_score_tile(TileFactors& sm, const float* a_ro
     float ra[4], rb[4];
     const int n = (int)n_factors;  // (under _gpu.FUSED_MAX_FACTORS = 2^24 - 2: 32-bit indices)
     const float *pa = a_row ? a_row + lk : a_row, *pb = b_row ? b_row + lk : b_row;  // this thread's factors
-    const int left = n - lk;  // of them, how many the rows have
     const auto load = [&](int k0) {  // none read past a row (the last step multiplies only its F - k0 factors)
+        const int left = n - k0 - (((int)threadIdx.x & 1) << 2);  // factors from k0 + lk on (lk recomputed:
+        // kept in a register across the step, it cost spill loads in fused_rank_f32's factor loop)
         for (int q = 0; q < 4; ++q) {
-            ra[q] = pa && k0 + q < left ? pa[k0 + q] : 0.0f;
-            rb[q] = pb && k0 + q < left ? pb[k0 + q] : 0.0f;
+            ra[q] = pa && q < left ? pa[k0 + q] : 0.0f;
+            rb[q] = pb && q < left ? pb[k0 + q] : 0.0f;
         }
     };
     const auto store = [&](int buf) {
