@@ -8,6 +8,8 @@ misplaced score shows, with where it came from), that their rounding keeps every
 within score_tolerance's "fused" bound, and that an FMA tile is the float32 FMA chain in order
 of the emulation, bit for bit. The end-to-end tests show a score outside its bound only where
 a pool item happens to fall in the gap; these look at every score."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -189,7 +191,6 @@ def test_fma_chain_is_exact():
     rounds onto a float32 halfway point: 1 + 2**-23 plus (1 + 2**-23) (1 - 2**-23) 2**-24 is
     1 + 2**-23 + 2**-24 - 2**-70, whose float32 is 1 + 2**-23, where float32(float64 sum) ties
     to the even 1 + 2**-22 (and the same negated, where the error is positive)."""
-    from fractions import Fraction
     rng = np.random.default_rng(3)
     up, down = np.float32(1 + 2.0**-23), np.float32((1 - 2.0**-23) * 2.0**-24)
     A = rng.standard_normal((4, 40)).astype(np.float32)
@@ -209,7 +210,6 @@ def test_fma_chain_is_exact():
 
 def _round_to_float32(x):
     """The float32 nearest the rational x, ties to even (normal range)."""
-    from fractions import Fraction
     r = np.float32(float(x))  # float(x): nearest float64; may sit on a float32 halfway point
     below = r if Fraction(float(r)) <= x else np.nextafter(r, np.float32(-np.inf))
     above = np.nextafter(below, np.float32(np.inf)) if Fraction(float(below)) != x else below
