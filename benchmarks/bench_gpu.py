@@ -194,6 +194,9 @@ def main(argv=None):
                              "Poisson): heavy users, as in real data, for speed log changes 16 and 18 (with "
                              "--mean-test 25 and 1.5, some fused blocks overflow their shared counts in user order)")
     parser.add_argument("--pipeline-batch", type=int, default=500, help="users per batch of the pipelines")
+    parser.add_argument("--pipelines", default="torch,cupy",
+                        help="the pipelines to time, of torch and cupy ('' for none): the CuPy one takes about 6 s "
+                             "a run on the default problem")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each (the best is reported)")
     parser.add_argument("--tile-shapes", default="65536:auto,16384:512,8192:1024,4096:2048",
                         help="items per score tile : users per batch (auto: as max_memory allows), each timed in "
@@ -224,6 +227,8 @@ def main(argv=None):
         for _ in range(args.repeats):
             seconds, out = synced(cp, fn)
             times.append(seconds)
+        # each time as it comes, so that a run cut short (or a variant that fails) still shows the ones before
+        print(f"bench_gpu: {min(times):.4f} s (best of {args.repeats}; {len(A_h):,} users)", flush=True)
         return min(times), out
 
     rows["gpureco"], ours = best(run_gpureco)
@@ -250,13 +255,17 @@ def main(argv=None):
         import torch
     except ImportError:
         torch = None
-    if torch is not None and torch.cuda.is_available():
+    pipelines = {name.strip() for name in args.pipelines.split(",") if name.strip()}
+    if pipelines - {"torch", "cupy"}:
+        parser.error(f"--pipelines: expected names of torch and cupy, got {args.pipelines!r}")
+    if "torch" in pipelines and torch is not None and torch.cuda.is_available():
         rows["PyTorch pipeline"], (p, auc) = best(lambda: torch_pipeline(torch, A_h, B_h, X_train, X_test, args.k,
                                                                          args.pipeline_batch))
         checks["PyTorch"] = (p, auc)
-    rows["CuPy pipeline"], (p, auc) = best(lambda: cupy_pipeline(cp, A, B, X_train, X_test, args.k,
-                                                                 args.pipeline_batch))
-    checks["CuPy"] = (p, auc)
+    if "cupy" in pipelines:
+        rows["CuPy pipeline"], (p, auc) = best(lambda: cupy_pipeline(cp, A, B, X_train, X_test, args.k,
+                                                                     args.pipeline_batch))
+        checks["CuPy"] = (p, auc)
     ours_p, ours_auc = ours["P@K"].get(), ours["ROC_AUC"].get()
     agreement = {lib: {"P@K max abs diff": float(np.nanmax(np.abs(p - ours_p))),
                        "ROC_AUC max abs diff": float(np.nanmax(np.abs(auc - ours_auc)))}

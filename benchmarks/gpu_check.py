@@ -31,6 +31,7 @@ leaves what it did: point --out at the device tool's $OUT.
 
     python3 benchmarks/gpu_check.py                                   # from the repository root
     python3 benchmarks/gpu_check.py --out "$OUT" --budget 560         # on the device tool
+    python3 benchmarks/gpu_check.py --out "$OUT" --workers 8          # GPU tests on 8 pytest-xdist workers
     python3 benchmarks/gpu_check.py --out "$OUT" --steps build,sweep,suite   # a second call
     python3 benchmarks/gpu_check.py --bench-args="--users 2000 --items 200000"
 
@@ -136,16 +137,16 @@ def ncu_sections():
     return [s for s in NCU_SECTIONS if s in listed] or list(NCU_SECTIONS[:4])
 
 
-def pytest_step(env, timeout, *args, fused=False):
+def pytest_step(env, timeout, *args, fused=False, workers=0):
     """(ok, summary, failures, tests passed) of pytest over args in a fresh process (fused:
-    _gpu.FUSED on first)."""
-    code = ("import sys, pytest\n"
-            + ("import gpureco.engine._gpu as g; g.FUSED = True\n" if fused else "")
-            + f"sys.exit(pytest.main({['-q', '-p', 'no:cacheprovider', '-rA', *args]!r}))")
-    rc, output = run([sys.executable, "-c", code], env=env, timeout=timeout)
+    _gpu.FUSED on, by tests/conftest.py's GPURECO_TEST_FUSED; workers: pytest-xdist's -n, where
+    it is installed: the kernels' run-time compilation spread over the cores)."""
+    parallel = ["-n", str(workers)] if workers > 1 and importlib.util.find_spec("xdist") else []
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *parallel, *args]
+    rc, output = run(command, env={**env, "GPURECO_TEST_FUSED": "1" if fused else "0"}, timeout=timeout)
     failures = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
     passed = len(re.findall(r"^PASSED ", output, flags=re.M))
-    return rc == 0, summary_line(output), failures, passed
+    return rc == 0, summary_line(output), failures, passed, output
 
 
 def table_of(output, starts=("|",)):
@@ -162,9 +163,15 @@ def run_step(name, env, timeout, args, bench_out):
         selection = {"determinism": ["-m", "gpu", "tests/engine/test_determinism.py"],
                      "gpu_tests": ["-m", "gpu", "tests"], "gpu_tests_fused": ["-m", "gpu", "tests"],
                      "suite": ["tests"]}[name]
-        ok, summary, failures, passed = pytest_step(env, timeout, *selection, fused=name == "gpu_tests_fused")
+        ok, summary, failures, passed, output = pytest_step(env, timeout, *selection, "--tb=short",
+                                                            fused=name == "gpu_tests_fused",
+                                                            workers=0 if name == "suite" else args.workers)
         if name != "suite":  # GPU cases alone: none passed (no GPU seen) proves nothing
             ok, summary = ok and passed > 0, f"{summary}; GPU cases passed: {passed}"
+        if not ok:  # the whole output, for the tracebacks (the device tool brings back at most 8 files)
+            bench_out.mkdir(parents=True, exist_ok=True)
+            (bench_out / f"gpu_check_{name}.log").write_text(output)
+            summary += f"; output in gpu_check_{name}.log"
         return {"ok": ok, "summary": summary, "failures": failures}
     if name == "bench":
         code, output = run([sys.executable, "benchmarks/bench_gpu.py", "--out", str(bench_out),
@@ -234,6 +241,8 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of: {', '.join(STEPS)}")
     parser.add_argument("--budget", type=float, default=560.0, help="seconds for the whole command")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="pytest-xdist workers for the GPU test steps, where xdist is installed (0: none)")
     parser.add_argument("--bench-args", default="", help="arguments for bench_gpu.py")
     parser.add_argument("--sweep-args", default="", help="arguments for bench_gpu_sweep.py")
     args = parser.parse_args(argv)
