@@ -175,7 +175,7 @@ def top_k(cp, _gpu, args):
                 torch.cuda.synchronize()
             theirs, _ = best_of(cp, torch_top_k, args.repeats)
         lists = {}
-        for mode in ("tiles", "fused", "fused-tf32"):
+        for mode in ("tiles", "tf32", "fused", "fused-tf32"):  # tf32: fused_topk_tf32 by TOPK_TF32_FUSED
             ours, lists[mode] = best_of(cp, lambda: in_mode(_gpu, mode, lambda tf32: gpureco.top_k(
                 A, B, k, X_train=X_train, device="gpu", output="cupy", tf32=tf32)), args.repeats)
             identical = mode == "tiles" or all(bool(cp.array_equal(x, y, equal_nan=True))

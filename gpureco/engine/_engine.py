@@ -198,7 +198,7 @@ def top_k(problem, users, k, batch_size=None, max_memory=None):
     with on_device(problem):
         if problem.device[0] == "gpu":
             from . import _gpu
-            scorer = _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32)
+            scorer = _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32, top_k=True)
             return _gpu.top_k(problem.X_train, users, scorer, k, problem.seed, problem.break_ties_with_noise,
                               batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY)
         rows = batch_size or max(1, int((max_memory or DEFAULT_MAX_MEMORY) // (24 * max(1, problem.n_items))))

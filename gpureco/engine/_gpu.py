@@ -39,8 +39,13 @@ FUSED_MAX_FACTORS = (1 << 24) - 2
 # tensor cores, fused_rank_tf32) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (TF32 mode: fused_topk_tf32), after a sample of the
 # items, scored by cuBLAS, sets each user's threshold. Off: proven identical under the emulation,
-# its speed not yet measured on a GPU (bench_gpu.py and bench_gpu_sweep.py time it beside the tiles).
+# Off: measured on an H100 (2026-11-26, benchmarks/results/gpu_speed_log_2026-11-23.md, session 19),
+# fused_rank takes 0.21 s where the tiles take 0.12 s on bench_gpu's problem, at every sweep size slower.
 FUSED = False
+# top_k in TF32 mode scores in fused_topk_tf32 (after the sample's FP32 tiles) even with FUSED off:
+# measured on an H100 (10,000 users x 1M items x 128, K = 10 / 100 / 1,000) 0.104 / 0.124 / 0.129 s,
+# against the FP32 tiles' 0.133 / 0.136 / 0.162 s, the same lists
+TOPK_TF32_FUSED = True
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
 
@@ -96,17 +101,20 @@ class FactorScores:
     With `tf32` (float32 factors), a tile is (hi*lo + lo*hi) + hi*hi of split_tf32's parts on
     tensor cores: two GEMMs of inner sizes 2F and F, the second adding to the first, as
     accurate as a float32 GEMM to within a few units (score_tolerance): three times the
-    multiply-adds at up to 7 times the throughput on an H100 (not yet measured). The parts of
-    the batch's users are made once per batch, those of the items once per tile. Where FUSED
-    scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
+    multiply-adds at up to 7 times the throughput (measured on an H100, bench_gpu's problem:
+    0.125 s against the FP32 tiles' 0.116 s, the GEMMs' gain lost to the second GEMM's pass over
+    the tile and the wider bound's defined scores). The parts of the batch's users are made once
+    per batch, those of the items once per tile. Where FUSED (for top_k in TF32 mode,
+    TOPK_TF32_FUSED: `top_k`) scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
     fused_rank_tf32 and top_k fused_topk_tf32, the same parts multiplied on tensor cores inside
     the kernel, within the "fused" bound of score_tolerance (top_k's sample still goes through
     FP32 tiles). The fused rank kernels also take each item's norm (item_norms), for the bound
     of one item that they check a deferred item against before its defined score."""
 
-    def __init__(self, A, B, biases, tf32=False):
+    def __init__(self, A, B, biases, tf32=False, top_k=False):
         cp = _backend.cupy()
         self.biases = biases
+        self.fused_top_k = top_k and bool(tf32) and TOPK_TF32_FUSED  # (TOPK_TF32_FUSED)
         self.A, self.B = A, B
         self.n_factors = 0 if B is None else B.shape[1]
         self.dtype = np.dtype(np.float64 if B is None else B.dtype)
@@ -187,8 +195,9 @@ class FactorScores:
         return None if self.given else self.A[users]
 
     def fused(self):
-        """Whether rank_users and top_k score in their fused kernels (FUSED, float32 factors; TF32 mode too)."""
-        return FUSED and not self.given and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS
+        """Whether rank_users and top_k score in their fused kernels (FUSED, or top_k in TF32 mode by
+        TOPK_TF32_FUSED; float32 factors)."""
+        return (FUSED or self.fused_top_k) and not self.given and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""

@@ -189,6 +189,7 @@ def test_filter_scores_anywhere_within_the_bound_change_nothing(monkeypatch, dty
         gpu_model.gemm_tf32(a, b, out, accumulate)
         return perturb(a, out) if accumulate else out
     kw = dict(k=10, item_biases=bias, tf32=tf32)
+    monkeypatch.setattr(_gpu, "TOPK_TF32_FUSED", False)  # top_k in TF32 mode on the split tiles too
     with emulated_device(monkeypatch, schedule="shuffle", seed=3) as cupy:
         monkeypatch.setattr(cupy, "matmul", perturbed_matmul)
         cupy.gemm_tf32 = perturbed_gemm_tf32

@@ -82,7 +82,7 @@ def test_bench_gpu_sweep_runs_on_the_model(on_model, tmp_path):
          "--topk-ks", "3,20", "--repeats", "1", "--out", str(tmp_path)])
     info = results(tmp_path, "gpu_sweep")
     assert len(info["sweep"]) == 2 * 4 and all(row["identical"] for row in info["sweep"])
-    assert len(info["top_k"]) == 2 * 3 and all(row["identical"] for row in info["top_k"])
+    assert len(info["top_k"]) == 2 * 4 and all(row["identical"] for row in info["top_k"])
     assert {row["users"] for row in info["small"]} == {20}
     assert info["targets"]["every mode's numbers identical to the default's"] is True
     assert info["targets"]["top_k twice as fast as torch at every K (best mode)"] is None  # no torch on the model

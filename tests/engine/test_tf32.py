@@ -4,6 +4,8 @@ CPU (and of FP32 mode) bit for bit. The split is checked on extreme values; the 
 an adversarial model of tensor cores (gpu_model.tensor_core_gemm), and shown to be needed; the
 backend end to end on the NumPy model of the device. test_gpu.py checks the bound on cuBLAS."""
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -194,10 +196,18 @@ def test_tf32_mode_gives_the_cpus_numbers_on_the_model(monkeypatch, rng):
             assert_identical(cpu, gpu)
         (a1, b1, first), (a2, b2, second) = calls[:2]  # the correction (inner size 2F), then hi*hi (F) added to it
         assert (a1[1], b1, first, a2[1], b2, second) == (32, (128, 32), False, 16, (128, 16), True)
-        for k in (5, 60):  # the top-K kernel and the full-row path
+        launched = []
+        kernel = _gpu.kernel
+        monkeypatch.setattr(_gpu, "kernel", lambda module, name: launched.append(name) or kernel(module, name))
+        for k, fused in itertools.product((5, 60), (True, False)):  # the top-K kernel and the full-row path
+            monkeypatch.setattr(_gpu, "TOPK_TF32_FUSED", fused)  # fused_topk_tf32 (the default), or the split tiles
+            calls.clear(), launched.clear()
             cpu = gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device="cpu")
             gpu = gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device="gpu", tf32=True)
             np.testing.assert_array_equal(gpu[0], cpu[0])
+            # fused: the sample's FP32 tiles, then fused_topk_tf32 (the full-row path: FP32 tiles); else split tiles
+            assert bool(calls) != fused
+            assert ("fused_topk_tf32" in launched) == (fused and k <= _gpu.TOPK_MAX_K)
             np.testing.assert_array_equal(gpu[1], cpu[1])
     assert max(b[0] for _, b, _ in calls) == 128  # the full row's 300 items in tiles: its parts stay a tile's
 
