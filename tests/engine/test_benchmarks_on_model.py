@@ -1,4 +1,4 @@
-"""The GPU benchmarks' own Python (benchmarks/bench_gpu.py, bench_gpu_sweep.py) run end to end
+"""The GPU benchmarks' own Python (benchmarks/bench_gpu.py, bench_gpu_sweep.py, bench_gpu_host.py) run end to end
 on the NumPy model of the device (tests/gpu_model.py), on small problems.
 
 A device session is rare and short (benchmarks/gpu_check.py runs these scripts there): a
@@ -86,3 +86,13 @@ def test_bench_gpu_sweep_runs_on_the_model(on_model, tmp_path):
     assert {row["users"] for row in info["small"]} == {20}
     assert info["targets"]["every mode's numbers identical to the default's"] is True
     assert info["targets"]["top_k twice as fast as torch at every K (best mode)"] is None  # no torch on the model
+
+
+def test_bench_gpu_host_runs_on_the_model(on_model, tmp_path):
+    importlib.import_module("bench_gpu_host").main(
+        ["--sizes", "30x2000x5,20x500x4", "-k", "3", "--repeats", "1", "--calls", "2", "--out", str(tmp_path)])
+    info = results(tmp_path, "gpu_host")
+    assert [(row["users"], row["items"]) for row in info["rows"]] == [(30, 2000), (20, 500)]
+    row = info["rows"][0]
+    assert row["wall_ms"] > 0 and row["kernel_ms"] is None  # no torch with CUDA on the model: no kernel times
+    assert any("calc_reco_metrics" in entry[0] for entry in row["profile"]["gpureco"])
