@@ -218,6 +218,10 @@ def write_results(out_dir, name, info, markdown_text):
 
 
 def git_commit():
+    """The checkout's commit; GPURECO_COMMIT where set (the device tool's copy of a working tree
+    carries a .git whose HEAD is the session's first commit, not the one the tree holds)."""
+    if os.environ.get("GPURECO_COMMIT"):
+        return os.environ["GPURECO_COMMIT"]
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,

@@ -35,8 +35,9 @@ leaves what it did: point --out at the device tool's $OUT.
     python3 benchmarks/gpu_check.py --out "$OUT" --steps build,sweep,suite   # a second call
     python3 benchmarks/gpu_check.py --bench-args="--users 2000 --items 200000"
 
-Exit code 0 only when every step that ran passed. The commit comes from git, or from the
-GPURECO_COMMIT environment variable where the checkout has no .git.
+Exit code 0 only when every step that ran passed. The commit comes from the GPURECO_COMMIT
+environment variable where set (on the device tool: its copy's .git is the session's first
+commit), else from git.
 """
 import argparse
 import datetime as dt
@@ -80,12 +81,16 @@ def summary_line(output):
 
 
 def commit():
+    """GPURECO_COMMIT where set (the device tool's copy of a working tree carries a .git whose
+    HEAD is the session's first commit, not the one the tree holds), else git's."""
+    if os.environ.get("GPURECO_COMMIT"):
+        return os.environ["GPURECO_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         out = ""
-    return out or os.environ.get("GPURECO_COMMIT", "unknown")
+    return out or "unknown"
 
 
 def environment(env):

@@ -62,6 +62,26 @@ GR_HD float gr_fmaf(float a, float b, float c) {
 #endif
 }
 
+// a - b rounded once, never flushed to zero (as gr_fmaf): the same float on the device and on the host.
+GR_HD float gr_subf(float a, float b) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return a - b;
+#endif
+}
+
+// split_tf32 (_scores.py) of one float32 x, as bits: hi = x with its 13 lowest mantissa bits
+// cleared; lo = x - hi (exact, subnormals not flushed) rounded to nearest TF32, half away from
+// zero. Integer operations and one exact subtraction: the parts NumPy makes, on any device.
+#define GR_TF32_MASK 0xFFFFE000u
+__device__ __forceinline__ uint32_t gr_tf32_hi(float x) { return (uint32_t)__float_as_int(x) & GR_TF32_MASK; }
+__device__ __forceinline__ uint32_t gr_tf32_lo(float x, uint32_t hi) {
+    return ((uint32_t)__float_as_int(gr_subf(x, __int_as_float((int)hi))) + 0x1000u) & GR_TF32_MASK;
+}
+
 // float -> double exactly, subnormals included: CuPy compiles with -ftz=true, which would
 // flush them in a plain conversion (cvt.ftz.f64.f32), unlike the CPU engine.
 GR_HD double gr_widen(float x) {

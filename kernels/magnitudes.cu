@@ -5,7 +5,8 @@
 // one read of X at memory speed, in place of a reduction per chunk. A maximum does not depend
 // on the order in which it is taken, and the atomics compare the bit patterns of non-negative
 // doubles as integers (the same order), so the result is exact and the same on every run.
-// Also each row's norm (row_norms: no reduction), for the fused kernels' bound of one item.
+// Also each row's norm (row_norms: no reduction), for the fused kernels' bound of one item; and
+// the TF32 parts of a matrix (split_tf32_f32) for TF32 mode's cuBLAS tiles, in one pass.
 #include "common.cuh"
 
 #define MAGNITUDE_THREADS 256
@@ -91,3 +92,20 @@ __device__ void row_norms(const T* __restrict__ X, int64_t n_rows, int64_t n_col
 
 ROWS_KERNEL(row_norms, f32, float, double)
 ROWS_KERNEL(row_norms, f64, double, double)
+
+// _scores.split_tf32 of the row-major float32 X (n_rows x n_cols) into out (n_rows x 2 n_cols,
+// row-major, as bits): each row [hi | lo], or [lo | hi] with lo_first. One read of X and one
+// write of out, in place of NumPy-style passes (a mask, a subtraction, a rounding, two copies:
+// 11 ms a call of bench_gpu's problem on an H100, 2026-11-26); a grid-stride loop.
+extern "C" __global__ void __launch_bounds__(MAGNITUDE_THREADS) split_tf32_f32(
+    const float* __restrict__ X, int64_t n_rows, int64_t n_cols, uint32_t* __restrict__ out, int lo_first) {
+    const int64_t n = n_rows * n_cols, step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        const int64_t r = i / n_cols, f = i - r * n_cols;
+        const float x = X[i];
+        const uint32_t hi = gr_tf32_hi(x), lo = gr_tf32_lo(x, hi);
+        uint32_t* row = out + 2 * r * n_cols;
+        row[lo_first ? n_cols + f : f] = hi;
+        row[lo_first ? f : n_cols + f] = lo;
+    }
+}

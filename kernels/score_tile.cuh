@@ -135,20 +135,12 @@ __device__ __forceinline__ uint32_t gr_tile_in_span(const Tile& tile, int rho, i
 
 // ---- TF32 mode: the tile on tensor cores (fused_rank_tf32) ----
 //
-// Each float32 factor x is split as split_tf32 does (_scores.py): hi = x with its 13 lowest
-// mantissa bits cleared, lo = x - hi (exact) rounded to nearest TF32 (half away from zero),
-// integer operations and one exact subtraction, once per block as the step's factors go to
-// shared memory. A tile's scores are, per step of 8 factors, acc + (lo hi + hi lo) + hi hi:
-// the step's correction (two tensor-core products from zero) is added to the accumulator in
-// float32, then the main product accumulates onto it, so that the correction's 16 products
-// are rounded against their own small size and the accumulator takes 9 operations a step
-// (score_tolerance's "fused" bound).
-
-#define GR_TF32_MASK 0xFFFFE000u
-__device__ __forceinline__ uint32_t gr_tf32_hi(float x) { return (uint32_t)__float_as_int(x) & GR_TF32_MASK; }
-__device__ __forceinline__ uint32_t gr_tf32_lo(float x, uint32_t hi) {
-    return ((uint32_t)__float_as_int(x - __int_as_float((int)hi)) + 0x1000u) & GR_TF32_MASK;
-}
+// Each float32 factor x is split as split_tf32 does (_scores.py; common.cuh gr_tf32_hi,
+// gr_tf32_lo), once per block as the step's factors go to shared memory. A tile's scores are,
+// per step of 8 factors, acc + (lo hi + hi lo) + hi hi: the step's correction (two tensor-core
+// products from zero) is added to the accumulator in float32, then the main product accumulates
+// onto it, so that the correction's 16 products are rounded against their own small size and
+// the accumulator takes 9 operations a step (score_tolerance's "fused" bound).
 
 // The tile is computed transposed, D = B A^T (items x rows), so that the fragment that changes
 // from one product to the next is the items' quad, read from shared memory straight into its

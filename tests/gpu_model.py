@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from gpureco.engine._cpu_ranks import pair_scores, tie_keys
-from gpureco.engine._scores import order_key
+from gpureco.engine._scores import order_key, split_tf32
 
 TOPK_CHUNK, TOPK_CAPACITY = 4096, 8192  # kernels/topk_tile.cu
 
@@ -202,6 +202,15 @@ def row_norms(grid, block, args):
     out[:] = np.where(finite, np.sqrt(acc), np.inf)
 
 
+def split_tf32_kernel(grid, block, args):
+    """kernels/magnitudes.cu split_tf32_f32: _scores.split_tf32 of X into out (as bits)."""
+    X, n_rows, n_cols, out, lo_first = args
+    X = np.asarray(X).reshape(int(n_rows), int(n_cols))
+    parts = np.empty((int(n_rows), 2 * int(n_cols)), dtype=np.float32)
+    split_tf32(np, X, parts, lo_first=bool(lo_first))
+    out.reshape(-1)[: parts.size] = parts.reshape(-1).view(np.uint32)
+
+
 def _shrink(b, k, band, cs, ci, count, tau):
     """kernels/topk_tile.cu topk_shrink: tau up to the k-th largest of user b's count[b] >= k
     candidates, only those at or above tau - band kept; returns their number."""
@@ -342,7 +351,7 @@ class _Module:
                  "fused_topk_f32": fused_topk, "fused_topk_tf32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
-                 "row_norms_f32": row_norms, "row_norms_f64": row_norms,
+                 "row_norms_f32": row_norms, "row_norms_f64": row_norms, "split_tf32_f32": split_tf32_kernel,
                  "fused_rank_f32": fused_rank, "fused_rank_tf32": fused_rank}
 
     def __init__(self, code, options=()):

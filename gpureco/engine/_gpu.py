@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _backend
-from ._scores import order_key, row_entries, score_tolerance, select_top_k, split_tf32
+from ._scores import order_key, row_entries, score_tolerance, select_top_k
 
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
@@ -173,15 +173,15 @@ class FactorScores:
             f = self.n_factors
             if self._user_parts[0] is not user_rows:
                 parts = cp.empty((user_rows.shape[0], 2 * f), dtype=cp.float32)
-                self._user_parts = (user_rows, split_tf32(cp, user_rows, parts))
+                self._user_parts = (user_rows, tf32_parts(user_rows, parts))
             users = self._user_parts[1]  # [hi | lo]
-            size = self.fixed_bytes(n) // 4  # floats of a tile's parts
+            size = 2 * f * min(n, TILE_ITEMS)  # floats of a tile's parts
             if self._item_parts is None or self._item_parts.shape[0] < size:
                 self._item_parts = cp.empty(size, dtype=cp.float32)
             for c0 in range(0, n, TILE_ITEMS):  # (more than a tile only on top_k's full-row path)
                 c1 = min(n, c0 + TILE_ITEMS)
                 part = self._item_parts[: (c1 - c0) * 2 * f].reshape(c1 - c0, 2 * f)
-                items = split_tf32(cp, self.B[begin + c0: begin + c1], part, lo_first=True)  # [lo | hi]
+                items = tf32_parts(self.B[begin + c0: begin + c1], part, lo_first=True)  # [lo | hi]
                 # the small terms first: whether cuBLAS starts its sum from them or adds them at the
                 # end, each rounding of the main sum is within the bound (score_tolerance)
                 _backend.gemm_tf32(users, items, scores[:, c0:c1], accumulate=False)  # hi * lo + lo * hi
@@ -234,6 +234,17 @@ def max_row_norm(X):
     if X.shape[1]:
         _over_rows("max_row_norm_sq", X, out)
     return _backend.cupy().sqrt(out.view(np.float64)[0])
+
+
+def tf32_parts(X, out, lo_first=False):
+    """_scores.split_tf32 on the device: the parts of the C-contiguous float32 X (n x F) written
+    to out (n x 2F), [hi | lo] or [lo | hi], in one pass of kernels/magnitudes.cu."""
+    if X.size:
+        blocks = int(min(4096, (X.size + MAGNITUDE_THREADS - 1) // MAGNITUDE_THREADS))
+        kernel("magnitudes", "split_tf32_f32")(
+            (blocks,), (MAGNITUDE_THREADS,), (X, np.int64(X.shape[0]), np.int64(X.shape[1]), out.view(np.uint32),
+                                                  np.int32(lo_first)))
+    return out
 
 
 def row_norms(X):

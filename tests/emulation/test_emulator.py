@@ -15,7 +15,7 @@ import gpu_model
 from emulation.emulator import EmulationError, RawModule, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
-from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance
+from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance, split_tf32
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
 
@@ -1048,6 +1048,30 @@ def test_row_norms_equal_the_model_and_bound_the_norms(real, dtype, n_rows, n_co
         got = run(real["magnitudes"].get_function(f"row_norms_{suffix}"), launches, (out,), schedule=schedule,
                   block_order=block_order, seed=seed)[0]
         np.testing.assert_array_equal(got, want, err_msg=schedule)
+
+
+@pytest.mark.parametrize("lo_first", [False, True])
+@pytest.mark.parametrize("n_rows, n_cols, blocks", [(300, 64, 4), (7, 1, 1), (33, 5, 1000)])
+def test_tf32_parts_are_split_tf32s(real, lo_first, n_rows, n_cols, blocks):
+    """kernels/magnitudes.cu split_tf32_f32 (TF32 mode's parts for the cuBLAS tiles, as
+    _gpu.tf32_parts launches it: a grid-stride loop, here with fewer threads than values, and
+    more) writes _scores.split_tf32's parts bit for bit, in either order: values over many
+    binades, halfway points of the rounding of lo, subnormals (not flushed), -0.0, NaN and the
+    infinities; every value of out written."""
+    rng = np.random.default_rng(n_rows * n_cols + lo_first)
+    X = (rng.standard_normal((n_rows, n_cols)) * 2.0 ** rng.integers(-40, 40, size=(n_rows, n_cols))).astype(np.float32)
+    bits = X.view(np.uint32)
+    halfway = rng.random(X.shape) < 0.2  # lo exactly halfway between two TF32 numbers: rounds away from zero
+    bits[halfway] = (bits[halfway] & np.uint32(0xFFFFE000)) | np.uint32(0x1000 | 0x800)
+    X.reshape(-1)[: min(X.size, 6)] = [np.nan, np.inf, -np.inf, -0.0, np.float32(3e-39), -np.float32(1e-45)][: min(X.size, 6)]
+    want = split_tf32(np, X, np.empty((n_rows, 2 * n_cols), dtype=np.float32), lo_first=lo_first)
+    out = np.full((n_rows, 2 * n_cols), 0x7FBADBAD, dtype=np.uint32)  # poison: every value must be written
+    launches = [((blocks,), (256,), (X, np.int64(n_rows), np.int64(n_cols), out, np.int32(lo_first)))]
+    np.testing.assert_array_equal(run(gpu_model.split_tf32_kernel, launches, (out,))[0], want.view(np.uint32))
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["magnitudes"].get_function("split_tf32_f32"), launches, (out,), schedule=schedule,
+                  block_order=block_order, seed=seed)[0]
+        np.testing.assert_array_equal(got, want.view(np.uint32), err_msg=schedule)
 
 
 TOPK_CASES = {

@@ -38,7 +38,8 @@ BOTH = ("_f32", "_f64")
 ENTRIES = {"rank_tile": [f"rank_tile{s}" for s in BOTH],
            "topk_tile": [f"topk_tile{s}" for s in BOTH] + ["topk_finish", "fused_topk_f32", "fused_topk_tf32"],
            "exact_scores": [f"{name}{s}" for name in ("pair_scores", "finish_batch") for s in BOTH],
-           "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq", "row_norms") for s in BOTH],
+           "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq", "row_norms") for s in BOTH]
+           + ["split_tf32_f32"],
            "fused_rank": ["fused_rank_f32", "fused_rank_tf32"]}
 
 
@@ -57,6 +58,8 @@ def test_kernel_compiles_with_nvrtc_as_at_run_time(source, arch):
         assert "cvt.f64.f32" in ptx and "cvt.ftz.f64.f32" not in ptx
     if source.stem == "fused_rank":  # its filter scores: the same floats as on the host, subnormals included
         assert "fma.rn.f32" in ptx and "fma.rn.ftz.f32" not in ptx
+    if source.stem in ("fused_rank", "magnitudes"):  # TF32 parts: lo = x - hi never flushed (common.cuh gr_subf)
+        assert "sub.rn.f32" in ptx
 
 
 @pytest.mark.skipif(NVRTC is None, reason=f"NVRTC is not usable here: {NVRTC_MISSING}")
