@@ -102,9 +102,9 @@ class FactorScores:
     tensor cores: two GEMMs of inner sizes 2F and F, the second adding to the first, as
     accurate as a float32 GEMM to within a few units (score_tolerance): three times the
     multiply-adds at up to 7 times the throughput (measured on an H100, bench_gpu's problem:
-    0.125 s against the FP32 tiles' 0.116 s, the GEMMs' gain lost to the second GEMM's pass over
-    the tile and the wider bound's defined scores). The parts of the batch's users are made once
-    per batch, those of the items once per tile. Where FUSED (for top_k in TF32 mode,
+    0.118 s against the FP32 tiles' 0.119 s in one run, the GEMMs' gain, 49 ms against 71, spent
+    on the wider bound's defined scores in rank_tile). The parts (tf32_parts, one kernel) of the
+    batch's users are made once per batch, those of the items once per tile. Where FUSED (for top_k in TF32 mode,
     TOPK_TF32_FUSED: `top_k`) scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
     fused_rank_tf32 and top_k fused_topk_tf32, the same parts multiplied on tensor cores inside
     the kernel, within the "fused" bound of score_tolerance (top_k's sample still goes through
