@@ -143,7 +143,7 @@ def ncu_sections():
 
 
 def pytest_step(env, timeout, *args, fused=False, workers=0):
-    """(ok, summary, failures, tests passed) of pytest over args in a fresh process (fused:
+    """(ok, summary, failures, tests passed, output) of pytest over args in a fresh process (fused:
     _gpu.FUSED on, by tests/conftest.py's GPURECO_TEST_FUSED; workers: pytest-xdist's -n, where
     it is installed: the kernels' run-time compilation spread over the cores)."""
     parallel = ["-n", str(workers)] if workers > 1 and importlib.util.find_spec("xdist") else []
