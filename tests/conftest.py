@@ -55,8 +55,10 @@ def _gpu_reason():
 
 
 GPU_MISSING = _gpu_reason()
-if os.environ.get("GPURECO_TEST_FUSED") == "1":  # benchmarks/gpu_check.py's gpu_tests_fused step: every GPU test
-    from gpureco.engine import _gpu  # through the fused kernels, set here so that pytest-xdist's workers see it too
+# benchmarks/gpu_check.py's gpu_tests_fused step: every GPU test through the fused kernels, set
+# here so that pytest-xdist's workers see it too
+if os.environ.get("GPURECO_TEST_FUSED") == "1":
+    from gpureco.engine import _gpu
     _gpu.FUSED = True
 # Both backends; the GPU cases are marked `gpu` and skipped (with the reason) where no GPU is usable.
 BACKENDS = [pytest.param("cpu", id="cpu"),

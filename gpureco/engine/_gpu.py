@@ -38,9 +38,9 @@ FUSED_MAX_FACTORS = (1 << 24) - 2
 # rank_users scores float32 factor models inside fused_rank.cu (no cuBLAS tiles; TF32 mode on
 # tensor cores, fused_rank_tf32) when set, and
 # top_k inside topk_tile.cu's fused_topk_f32 (TF32 mode: fused_topk_tf32), after a sample of the
-# items, scored by cuBLAS, sets each user's threshold. Off: proven identical under the emulation,
-# Off: measured on an H100 (2026-11-26, benchmarks/results/gpu_speed_log_2026-11-23.md, session 19),
-# fused_rank takes 0.21 s where the tiles take 0.12 s on bench_gpu's problem, at every sweep size slower.
+# items, scored by cuBLAS, sets each user's threshold. The same numbers (the emulation, and an
+# H100's GPU tests), but off: on an H100 (2026-11-26, speed log session 19) fused_rank takes 0.21 s
+# where the tiles take 0.12 s on bench_gpu's problem, and it is slower at every size of the sweep.
 FUSED = False
 # top_k in TF32 mode scores in fused_topk_tf32 (after the sample's FP32 tiles) even with FUSED off:
 # measured on an H100 (10,000 users x 1M items x 128, K = 10 / 100 / 1,000) 0.104 / 0.124 / 0.129 s,
@@ -104,17 +104,17 @@ class FactorScores:
     multiply-adds at up to 7 times the throughput (measured on an H100, bench_gpu's problem:
     0.118 s against the FP32 tiles' 0.119 s in one run, the GEMMs' gain, 49 ms against 71, spent
     on the wider bound's defined scores in rank_tile). The parts (tf32_parts, one kernel) of the
-    batch's users are made once per batch, those of the items once per tile. Where FUSED (for top_k in TF32 mode,
-    TOPK_TF32_FUSED: `top_k`) scores the model instead (no tiles), `tensor` is TF32 mode: rank_users launches
-    fused_rank_tf32 and top_k fused_topk_tf32, the same parts multiplied on tensor cores inside
-    the kernel, within the "fused" bound of score_tolerance (top_k's sample still goes through
-    FP32 tiles). The fused rank kernels also take each item's norm (item_norms), for the bound
+    batch's users are made once per batch, those of the items once per tile. Where FUSED (for
+    top_k in TF32 mode, TOPK_TF32_FUSED: `top_k`) scores the model instead (no tiles), `tensor`
+    is TF32 mode: rank_users launches fused_rank_tf32 and top_k fused_topk_tf32, the same parts
+    multiplied on tensor cores inside the kernel, within the "fused" bound of score_tolerance
+    (top_k's sample still goes through FP32 tiles). The fused rank kernels also take each item's norm (item_norms), for the bound
     of one item that they check a deferred item against before its defined score."""
 
     def __init__(self, A, B, biases, tf32=False, top_k=False):
         cp = _backend.cupy()
         self.biases = biases
-        self.fused_top_k = top_k and bool(tf32) and TOPK_TF32_FUSED  # (TOPK_TF32_FUSED)
+        self.fused_top_k = top_k and bool(tf32) and TOPK_TF32_FUSED
         self.A, self.B = A, B
         self.n_factors = 0 if B is None else B.shape[1]
         self.dtype = np.dtype(np.float64 if B is None else B.dtype)
@@ -197,7 +197,8 @@ class FactorScores:
     def fused(self):
         """Whether rank_users and top_k score in their fused kernels (FUSED, or top_k in TF32 mode by
         TOPK_TF32_FUSED; float32 factors)."""
-        return (FUSED or self.fused_top_k) and not self.given and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS
+        return ((FUSED or self.fused_top_k) and not self.given and self.dtype == np.float32
+                and 0 < self.n_factors < FUSED_MAX_FACTORS)
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""

@@ -1,5 +1,5 @@
-"""The GPU benchmarks' own Python (benchmarks/bench_gpu.py, bench_gpu_sweep.py, bench_gpu_host.py) run end to end
-on the NumPy model of the device (tests/gpu_model.py), on small problems.
+"""The GPU benchmarks' own Python (benchmarks/bench_gpu.py, bench_gpu_sweep.py, bench_gpu_host.py)
+run end to end on the NumPy model of the device (tests/gpu_model.py), on small problems.
 
 A device session is rare and short (benchmarks/gpu_check.py runs these scripts there): a
 benchmark that fails on the GPU loses the figures of every step after it. The model's CuPy is
