@@ -50,6 +50,78 @@ def test_tiles_batches_and_near_ties(monkeypatch, rng):
         both(X_train, X_test, A, B, batch_size=3)
 
 
+def overlap_problem(rng, n_users=12, n_items=150):
+    """Float32 factors and biases over several tiles (TILE_ITEMS 32: 5 a batch), near-ties included."""
+    A = rng.standard_normal((n_users, 16)).astype(np.float32)
+    base = rng.standard_normal((n_items // 2, 16)).astype(np.float32)
+    B = np.concatenate([base, base[:, ::-1]])  # equal scores summed in another order
+    X_test = sp.random(n_users, n_items, density=0.2, format="csr", random_state=2)
+    X_train = sp.random(n_users, n_items, density=0.1, format="csr", random_state=3)
+    X_train = X_train - X_train.multiply(X_test > 0)
+    X_train.eliminate_zeros()
+    return X_train, X_test, A, B, rng.standard_normal(n_items)
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("lazy", ["gemm", "counting"])
+@pytest.mark.parametrize("tf32", [False, True])
+def test_overlap_orders_the_streams(monkeypatch, rng, mode, lazy, tf32):
+    """OVERLAP: each tile's GEMM on one stream, its count on another, two buffers. With either
+    stream lazy (its work run as late as its events allow: gpu_model.Stream), the numbers are
+    the CPU's: every count reads its own tile, the next batch's GEMMs wait for this batch's
+    counts, and the results wait for the last count."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 32)
+    monkeypatch.setattr(_gpu, "OVERLAP", mode)
+    X_train, X_test, A, B, bias = overlap_problem(rng)
+    with model_device(monkeypatch) as cupy:
+        gemm, counting = _gpu.overlap_streams()
+        (gemm if lazy == "gemm" else counting).lazy = True
+        for kw in (dict(), dict(item_biases=bias, batch_size=5)):
+            both(X_train, X_test, A, B, tf32=tf32, **kw)
+        assert not gemm.pending and not counting.pending
+        assert gemm.launched and counting.launched  # (the streams were used)
+        assert counting.priority == (-5 if mode == 2 else 0) and gemm.priority == 0
+
+
+@pytest.mark.parametrize("lazy", ["gemm", "counting"])
+def test_the_lazy_streams_catch_a_missing_wait(monkeypatch, rng, lazy):
+    """The model of the streams can fail: without the events' waits, a count reads a buffer
+    before its GEMM (the GEMM stream lazy) or after the next GEMM into it (the counting stream
+    lazy), or the ranks are read before the counts, and the numbers are wrong."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 32)
+    monkeypatch.setattr(_gpu, "OVERLAP", 2)
+    X_train, X_test, A, B, _ = overlap_problem(rng)
+    with model_device(monkeypatch):
+        cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=5)
+        assert_identical(cpu, gpu)
+        gemm, counting = _gpu.overlap_streams()
+        (gemm if lazy == "gemm" else counting).lazy = True
+        monkeypatch.setattr(type(gemm), "wait_event", lambda self, event: None)
+        _, unordered = cpu_and_gpu(X_train, X_test, A, B, k=5)
+    with pytest.raises(AssertionError):
+        assert_identical(cpu, unordered)
+
+
+def test_overlap_halves_the_batch_for_two_buffers(monkeypatch, rng):
+    """Two score buffers in the same workspace: half the users a batch, where one tile is not
+    all the items; a single tile keeps one buffer (and the current stream)."""
+    monkeypatch.setattr(_gpu, "TILE_ITEMS", 64)
+    X_train, X_test, A, B, _ = overlap_problem(rng, n_users=400)
+    max_test = int(np.diff(X_test.indptr).max())
+    per_user = 8 * 16 * 4 + 32 * max_test + 64  # besides its scores: factors, bound, test items (rank_users)
+    max_memory = 2000 * 4 * 64
+    inner = _gpu.count_tiles
+    for overlap, buffers in ((0, 1), (1, 2)):
+        expected = max_memory // (buffers * 64 * 4 + per_user)
+        monkeypatch.setattr(_gpu, "OVERLAP", overlap)
+        with model_device(monkeypatch) as cupy:
+            sizes = []
+            monkeypatch.setattr(_gpu, "count_tiles", lambda scorer, rows, *a: sizes.append(rows.shape[0]) or inner(
+                scorer, rows, *a))
+            both(X_train, X_test, A, B, max_memory=max_memory)
+        assert max(sizes) == min(400, expected)
+
+
 def test_out_of_memory_halves_the_batch(monkeypatch, rng):
     X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
     calls = []
