@@ -190,12 +190,16 @@ def overlap_modes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
     for variant in filter(None, args.overlap.split(",")):
         mode, pad = (int(x) for x in variant.split(":"))
         _gpu.OVERLAP, _gpu.RANK_PAD = mode, pad
+        times, identical = {False: float("nan"), True: float("nan")}, True
         try:
-            times, identical = {}, True
             for tf32 in (False, True):
+                print(f"bench_gpu: overlap {variant}, tf32={tf32}", flush=True)
                 times[tf32], got = best(lambda: gpureco.calc_reco_metrics(
                     X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=tf32))
                 identical &= same_results(cp, reference, got)
+        except Exception as error:  # a variant the device refuses: recorded, and the others still run
+            print(f"bench_gpu: overlap {variant} failed: {type(error).__name__}: {error}", file=sys.stderr)
+            identical = f"failed: {type(error).__name__}: {error}"
         finally:
             _gpu.OVERLAP, _gpu.RANK_PAD = default
         out[variant] = dict(fp32=times[False], tf32=times[True], identical=identical)

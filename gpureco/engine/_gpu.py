@@ -452,7 +452,9 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
                 buffers[nb] = [None] if scorer.given else [cp.empty(nb * tile, dtype=scorer.dtype)
                                                            for _ in range(n_buffers)]
 
-            def count(S, ld, given, item_begin, n, **pad):
+            pad = rank_pad(rank) if n_buffers == 2 else {}
+
+            def count(S, ld, given, item_begin, n):
                 rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
                      (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices,
                       tests_begin, scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(),
@@ -487,6 +489,17 @@ def overlap_streams():
     return _streams[key][:2]
 
 
+def rank_pad(rank):
+    """The launch option of RANK_PAD for the kernel `rank` ({} for none): that many bytes of
+    dynamic shared memory, the kernel opted in to more than 48 KB with its own where it needs
+    (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+    if not RANK_PAD:
+        return {}
+    if RANK_PAD + getattr(rank, "shared_size_bytes", 0) > 48 * 1024:
+        rank.max_dynamic_shared_size_bytes = RANK_PAD
+    return {"shared_mem": RANK_PAD}
+
+
 def count_tiles(scorer, user_rows, n_items, tile, buffers, count):
     """The batch's score tiles (scorer.tile, in `buffers`) each counted by count(S, ld, given,
     item_begin, n): in turn on the current stream, or where `overlapped` (two buffers), each GEMM
@@ -507,7 +520,6 @@ def count_tiles(scorer, user_rows, n_items, tile, buffers, count):
     gemm.wait_event(ready)
     counting.wait_event(ready)
     counted = [None, None]  # the event after the last count of each buffer
-    pad = {"shared_mem": RANK_PAD} if RANK_PAD else {}
     for k, item_begin in enumerate(begins):
         n = min(tile, n_items - item_begin)
         if counted[k % 2] is not None:
@@ -517,7 +529,7 @@ def count_tiles(scorer, user_rows, n_items, tile, buffers, count):
             scored = gemm.record()
         counting.wait_event(scored)
         with counting:
-            count(S, ld, given, item_begin, n, **pad)
+            count(S, ld, given, item_begin, n)
             counted[k % 2] = counting.record()
     main.wait_event(counted[(len(begins) - 1) % 2])
 

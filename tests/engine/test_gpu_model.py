@@ -122,6 +122,19 @@ def test_overlap_halves_the_batch_for_two_buffers(monkeypatch, rng):
         assert max(sizes) == min(400, expected)
 
 
+def test_rank_pad_opts_in_above_48_kb(monkeypatch):
+    """RANK_PAD's launch option, and the kernel's opt-in to more dynamic shared memory than 48 KB
+    with its own (CUDA refuses such a launch otherwise: rank_tile_f64 has 31,888 bytes)."""
+    import types
+    kernel = types.SimpleNamespace(shared_size_bytes=31_888)
+    monkeypatch.setattr(_gpu, "RANK_PAD", 0)
+    assert _gpu.rank_pad(kernel) == {} and not hasattr(kernel, "max_dynamic_shared_size_bytes")
+    monkeypatch.setattr(_gpu, "RANK_PAD", 12_288)
+    assert _gpu.rank_pad(kernel) == {"shared_mem": 12_288} and not hasattr(kernel, "max_dynamic_shared_size_bytes")
+    monkeypatch.setattr(_gpu, "RANK_PAD", 24_576)
+    assert _gpu.rank_pad(kernel) == {"shared_mem": 24_576} and kernel.max_dynamic_shared_size_bytes == 24_576
+
+
 def test_out_of_memory_halves_the_batch(monkeypatch, rng):
     X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
     calls = []
