@@ -180,32 +180,6 @@ def tile_shapes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
     return out
 
 
-def overlap_modes(cp, _gpu, best, reference, args, X_train, X_test, A, B):
-    """{"mode:pad": {fp32, tf32, identical}} for each of --overlap: _gpu.OVERLAP and RANK_PAD set
-    (the GEMMs on one stream, rank_tile on another; RANK_PAD: bytes of shared memory a rank_tile
-    block reserves besides its own), each timed in FP32 and TF32 and checked against the default's
-    numbers."""
-    out = {}
-    default = _gpu.OVERLAP, _gpu.RANK_PAD
-    for variant in filter(None, args.overlap.split(",")):
-        mode, pad = (int(x) for x in variant.split(":"))
-        _gpu.OVERLAP, _gpu.RANK_PAD = mode, pad
-        times, identical = {False: float("nan"), True: float("nan")}, True
-        try:
-            for tf32 in (False, True):
-                print(f"bench_gpu: overlap {variant}, tf32={tf32}", flush=True)
-                times[tf32], got = best(lambda: gpureco.calc_reco_metrics(
-                    X_train, X_test, A, B, k=args.k, all_metrics=True, output="cupy", device="gpu", tf32=tf32))
-                identical &= same_results(cp, reference, got)
-        except Exception as error:  # a variant the device refuses: recorded, and the others still run
-            print(f"bench_gpu: overlap {variant} failed: {type(error).__name__}: {error}", file=sys.stderr)
-            identical = f"failed: {type(error).__name__}: {error}"
-        finally:
-            _gpu.OVERLAP, _gpu.RANK_PAD = default
-        out[variant] = dict(fp32=times[False], tf32=times[True], identical=identical)
-    return out
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=10_000)
@@ -228,12 +202,6 @@ def main(argv=None):
                         help="items per score tile : users per batch (auto: as max_memory allows), each timed in "
                              "FP32 and TF32 and checked against the default's numbers; 32 MB tiles stay in an "
                              "H100's 50 MB L2 between the GEMM and the counting ('' to skip)")
-    parser.add_argument("--overlap", default="0:0,1:0,2:0,2:12288,2:24576,2:36864",
-                        help="_gpu.OVERLAP:_gpu.RANK_PAD variants, each timed in FP32 and TF32 and checked against "
-                             "the default's numbers (0: one stream; 1, 2: the GEMMs and the counting on two streams, "
-                             "2 with the counting's at the highest priority; the pad, bytes of shared memory a "
-                             "rank_tile block reserves: 12288, 24576, 36864 leave an H100 SM 6, 4, 3 of its "
-                             "blocks instead of 8) ('' to skip)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = parser.parse_args(argv)
     status = gpureco.gpu_available()
@@ -279,7 +247,6 @@ def main(argv=None):
     finally:
         _gpu.FUSED = False
     fused_identical = same_results(cp, ours, ours_fused) and same_results(cp, ours, ours_fused_tf32)
-    overlaps = overlap_modes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     shapes = tile_shapes(cp, _gpu, best, ours, args, X_train, X_test, A, B)
     batch = max(1, _gpu.DEFAULT_MAX_MEMORY // (min(args.items, _gpu.TILE_ITEMS) * 4))
     rows["cuBLAS A.B^T alone"], _ = best(lambda: gemm_floor(cp, A, B, min(batch, args.users)))
@@ -328,7 +295,6 @@ def main(argv=None):
         "speedup_vs": {name: seconds / rows["gpureco"] for name, seconds in rows.items() if "pipeline" in name},
         "gpureco_workspace_bytes": int(workspace), "agreement_with_gpureco": agreement,
         "tf32_identical_to_fp32": tf32_identical, "kernel_ms_one_call": kernels, "tile_shapes": shapes,
-        "overlap": overlaps,
         "fused_identical_to_fp32": fused_identical, "fused_workspace_bytes": int(fused_workspace),
         "fused_kernel_ms_one_call": fused_kernels, "tf32_kernel_ms_one_call": tf32_kernels,
         "targets": {"within 1.5x of the GEMM": rows["gpureco"] <= 1.5 * floor,
@@ -366,12 +332,6 @@ def main(argv=None):
                   "| tile | MB | FP32 s | TF32 s | numbers as the default's |", "|---|---:|---:|---:|---|"]
         lines += [f"| {shape} | {r['tile_mb']:.0f} | {r['fp32']:.4f} | {r['tf32']:.4f} | {r['identical']} |"
                   for shape, r in shapes.items()]
-    if overlaps:
-        lines += ["", "Streams (_gpu.OVERLAP : RANK_PAD bytes; the defaults: "
-                  f"{_gpu.OVERLAP}:{_gpu.RANK_PAD}):", "",
-                  "| variant | FP32 s | TF32 s | numbers as the default's |", "|---|---:|---:|---|"]
-        lines += [f"| {variant} | {r['fp32']:.4f} | {r['tf32']:.4f} | {r['identical']} |"
-                  for variant, r in overlaps.items()]
     for what, table in (("", kernels), (", tf32=True", tf32_kernels), (" with the fused kernel", fused_kernels)):
         if table:
             lines += ["", f"Kernel time of one gpureco call{what} (torch.profiler, CUDA activity):", "",

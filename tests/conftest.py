@@ -60,10 +60,6 @@ GPU_MISSING = _gpu_reason()
 if os.environ.get("GPURECO_TEST_FUSED") == "1":
     from gpureco.engine import _gpu
     _gpu.FUSED = True
-# the same for _gpu.OVERLAP and RANK_PAD: GPURECO_TEST_OVERLAP="mode:pad" (a device check of a variant)
-if os.environ.get("GPURECO_TEST_OVERLAP"):
-    from gpureco.engine import _gpu
-    _gpu.OVERLAP, _gpu.RANK_PAD = (int(x) for x in os.environ["GPURECO_TEST_OVERLAP"].split(":"))
 # Both backends; the GPU cases are marked `gpu` and skipped (with the reason) where no GPU is usable.
 BACKENDS = [pytest.param("cpu", id="cpu"),
             pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu,

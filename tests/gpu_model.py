@@ -15,7 +15,6 @@ correctly rounded). A float that gpureco returns after passing through one of th
 from the CPU's, run to run: the determinism rule (docs/architecture.md) is tested here.
 """
 import contextlib
-import functools
 import types
 
 import numpy as np
@@ -362,49 +361,6 @@ class _Module:
         return self.functions[name]
 
 
-class Stream:
-    """cupy.cuda.Stream on the model. Work launched while a stream is current (kernels, matmul
-    into `out`, gemm_tf32: `submit`) runs at once, or, on a `lazy` stream, waits in its queue until
-    an event recorded after it is waited for: the latest a device may run it, so that a missing
-    wait reads a buffer before it is written, or after it is written again. The current stream
-    with none entered (the null stream) is never lazy."""
-
-    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None, stack=None):
-        self.priority = priority or 0
-        self.lazy = False
-        self.pending = []  # work not run yet, in order
-        self.launched = 0  # work submitted so far
-        self.stack = stack  # the fake module's stack of entered streams
-
-    def __enter__(self):
-        self.stack.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        self.stack.pop()
-        return False
-
-    def submit(self, work):
-        self.launched += 1
-        if self.lazy:
-            self.pending.append(work)
-        else:
-            work()
-
-    def record(self, event=None):
-        return types.SimpleNamespace(stream=self, position=self.launched)
-
-    def run_until(self, position):
-        while self.pending and self.launched - len(self.pending) < position:
-            self.pending.pop(0)()
-
-    def wait_event(self, event):
-        event.stream.run_until(event.position)
-
-    def synchronize(self):
-        self.run_until(self.launched)
-
-
 def fake_cupy(fail_above=None):
     """A NumPy-backed stand-in for cupy; with fail_above=n, a rank_tile launch over more than
     n users raises its OutOfMemoryError (to test the batch halving)."""
@@ -429,28 +385,17 @@ def fake_cupy(fail_above=None):
         def synchronize(self):
             pass
 
-    streams = []  # the entered streams, innermost last
-    null_stream = Stream(null=True, stack=streams)
-
-    def current_stream():
-        return streams[-1] if streams else null_stream
-
     class Module(_Module):
         def get_function(self, name):
             fn = super().get_function(name)
+            if fail_above is None or not name.startswith("rank_tile"):
+                return fn
 
-            def launch(grid, block, args, shared_mem=0):
-                if fail_above is not None and name.startswith("rank_tile") and grid[0] > fail_above:
+            def guarded(grid, block, args):
+                if grid[0] > fail_above:
                     raise OutOfMemoryError(f"model: {grid[0]} users do not fit")
-                current_stream().submit(lambda: fn(grid, block, args))
-            return launch
-
-    def matmul(a, b, out=None, **kw):  # into `out`: work on the current stream
-        if out is None:
-            return np.matmul(a, b, **kw)
-        current_stream().submit(lambda: np.matmul(a, b, out=out, **kw))
-        return out
-    cupy.matmul = matmul
+                return fn(grid, block, args)
+            return guarded
 
     class MemoryHook:  # cupy.cuda.MemoryHook: the model's allocations are NumPy's, so it sees none
         def __enter__(self):
@@ -466,8 +411,7 @@ def fake_cupy(fail_above=None):
         return np.array_equal(a1, a2, equal_nan=equal_nan)
     cupy.array_equal = array_equal
     cupy.cuda = types.SimpleNamespace(Device=Device, memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
-                                      MemoryHook=MemoryHook, Stream=functools.partial(Stream, stack=streams),
-                                      get_current_stream=current_stream,
+                                      MemoryHook=MemoryHook,
                                       runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {
                                           "name": b"NumPy model of a GPU"}))
     cupy.RawModule = Module
@@ -527,8 +471,6 @@ def model_device(monkeypatch, fail_above=None):
     monkeypatch.setattr(_backend, "_state", (cupy, _backend.GpuStatus(True, "NumPy model of a GPU"), True))
     monkeypatch.setattr(_backend, "float32_compute", contextlib.nullcontext)
     cupy.gemm_tf32 = gemm_tf32  # a test may replace it
-    monkeypatch.setattr(_backend, "gemm_tf32", lambda *args, **kw: cupy.cuda.get_current_stream().submit(
-        lambda: cupy.gemm_tf32(*args, **kw)))
+    monkeypatch.setattr(_backend, "gemm_tf32", lambda *args, **kw: cupy.gemm_tf32(*args, **kw))
     monkeypatch.setattr(_gpu, "_modules", {})
-    monkeypatch.setattr(_gpu, "_streams", {})
     yield cupy

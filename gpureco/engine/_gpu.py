@@ -46,18 +46,8 @@ FUSED = False
 # measured on an H100 (10,000 users x 1M items x 128, K = 10 / 100 / 1,000) 0.104 / 0.124 / 0.129 s,
 # against the FP32 tiles' 0.133 / 0.136 / 0.162 s, the same lists
 TOPK_TF32_FUSED = True
-# rank_users over cuBLAS tiles with OVERLAP: two score buffers (each in half the workspace), the GEMM
-# of the next tile on a stream of its own while rank_tile counts this one on another (events order
-# them: a tile is counted after its GEMM, a buffer scored again after its count), so that the
-# counting fills the GEMM's idle issue slots. 1: both streams at the lowest priority; 2: the
-# counting's stream at the highest (its blocks placed first as the GEMM's retire). With RANK_PAD,
-# a rank_tile block asks for that many bytes of dynamic shared memory more, so that fewer of them
-# fill an SM and GEMM blocks fit beside them. The same kernels and inputs: the same numbers.
-OVERLAP = 0
-RANK_PAD = 0
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
-_streams = {}  # device id -> (GEMM stream, counting stream, OVERLAP mode) for OVERLAP
 
 
 def kernels_dir():
@@ -398,9 +388,7 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     per_user = scorer.bytes_per_user() + 32 * max_test + 64 + (16 * n_items if isinstance(scorer, GivenScores) else 0)
     # given scores: whole rows
     fused = scorer.fused()  # no score tiles
-    tile = min(n_items, TILE_ITEMS)
-    n_buffers = 2 if overlapped(scorer, n_items, tile) else 1
-    rows = _batch_size(n_items, 0 if fused else n_buffers * scorer.itemsize(), per_user,
+    rows = _batch_size(n_items, 0 if fused else scorer.itemsize(), per_user,
                        max_memory - scorer.fixed_bytes(n_items), batch_size)
     users_d = cp.asarray(users)
     buffers = {}
@@ -447,19 +435,17 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
                  pool_min, pool_max, nonfinite, tol, scorer.item_norms(), item_terms, seed, noise))
         else:  # a score tile at a time, counted by rank_tile
             tol = scorer.tolerance(batch, user_rows, tensor=scorer.tensor)
+            tile = min(n_items, TILE_ITEMS)
             if nb not in buffers:
                 buffers.clear()
-                buffers[nb] = [None] if scorer.given else [cp.empty(nb * tile, dtype=scorer.dtype)
-                                                           for _ in range(n_buffers)]
-
-            pad = rank_pad(rank) if n_buffers == 2 else {}
-
-            def count(S, ld, given, item_begin, n):
+                buffers[nb] = None if scorer.given else cp.empty(nb * tile, dtype=scorer.dtype)
+            for item_begin in range(0, n_items, tile):
+                n = min(tile, n_items - item_begin)
+                S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[nb])
                 rank((nb, (n + RANK_SPAN - 1) // RANK_SPAN), (RANK_THREADS,),
                      (S, ld, given, np.int64(item_begin), np.int64(n), batch, train_indptr, train_indices,
                       tests_begin, scores, keys, counts, pool_min, pool_max, nonfinite, tol, *scorer.launch_args(),
-                      seed, noise), **pad)
-            count_tiles(scorer, user_rows, n_items, tile, buffers[nb], count)
+                      seed, noise))
         # the pool statistics (those the filter cannot settle from the defined scores) and the
         # ranks, into `result`: one launch, no synchronisation
         finish((nb,), (FINISH_THREADS,), (
@@ -469,69 +455,6 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
 
     batches(users.shape[0], rows, run)
     return result
-
-
-def overlapped(scorer, n_items, tile):
-    """Whether rank_users counts the tiles of `scorer` on a stream of their own (OVERLAP): cuBLAS
-    tiles, more than one a batch."""
-    return bool(OVERLAP) and not scorer.given and not scorer.fused() and n_items > tile
-
-
-def overlap_streams():
-    """(GEMM stream, counting stream) of the current device for OVERLAP's mode, created once:
-    non-blocking (ordered by events only), at the lowest priority (0), the counting's at the
-    highest with OVERLAP = 2 (CUDA clamps -5 to the device's range)."""
-    cp = _backend.cupy()
-    key = cp.cuda.Device().id
-    if key not in _streams or _streams[key][2] != OVERLAP:
-        _streams[key] = (cp.cuda.Stream(non_blocking=True, priority=0),
-                         cp.cuda.Stream(non_blocking=True, priority=-5 if OVERLAP == 2 else 0), OVERLAP)
-    return _streams[key][:2]
-
-
-def rank_pad(rank):
-    """The launch option of RANK_PAD for the kernel `rank` ({} for none): that many bytes of
-    dynamic shared memory, the kernel opted in to more than 48 KB with its own where it needs
-    (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
-    if not RANK_PAD:
-        return {}
-    if RANK_PAD + getattr(rank, "shared_size_bytes", 0) > 48 * 1024:
-        rank.max_dynamic_shared_size_bytes = RANK_PAD
-    return {"shared_mem": RANK_PAD}
-
-
-def count_tiles(scorer, user_rows, n_items, tile, buffers, count):
-    """The batch's score tiles (scorer.tile, in `buffers`) each counted by count(S, ld, given,
-    item_begin, n): in turn on the current stream, or where `overlapped` (two buffers), each GEMM
-    on the GEMM stream and each count on the counting stream (overlap_streams), tile k counted
-    once its GEMM is done and buffer k % 2 scored again once tile k is counted; the current
-    stream goes on once the last count is done. Every stream starts after the current stream's
-    work so far (the batch's test items, bands and bound)."""
-    cp = _backend.cupy()
-    begins = range(0, n_items, tile)
-    if len(buffers) == 1:
-        for item_begin in begins:
-            n = min(tile, n_items - item_begin)
-            count(*scorer.tile(user_rows, item_begin, n, buffers[0]), item_begin, n)
-        return
-    gemm, counting = overlap_streams()
-    main = cp.cuda.get_current_stream()
-    ready = main.record()
-    gemm.wait_event(ready)
-    counting.wait_event(ready)
-    counted = [None, None]  # the event after the last count of each buffer
-    for k, item_begin in enumerate(begins):
-        n = min(tile, n_items - item_begin)
-        if counted[k % 2] is not None:
-            gemm.wait_event(counted[k % 2])
-        with gemm:
-            S, ld, given = scorer.tile(user_rows, item_begin, n, buffers[k % 2])
-            scored = gemm.record()
-        counting.wait_event(scored)
-        with counting:
-            count(S, ld, given, item_begin, n)
-            counted[k % 2] = counting.record()
-    main.wait_event(counted[(len(begins) - 1) % 2])
 
 
 def fused_grid(n_users, n_items):

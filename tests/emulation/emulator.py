@@ -246,11 +246,8 @@ class RawKernel:
         if threads > limit or block[2] > 64 or grid[0] >= 2**31 or max(grid[1:]) > 65535:
             raise EmulationError(f"{self.name}: invalid launch configuration: grid {grid}, block {block} "
                                  f"(at most {limit} threads per block{' by __launch_bounds__' if self.bound else ''})")
-        if shared_mem and not 0 < shared_mem <= 48 * 1024:
-            # (no kernel here has an extern __shared__ array, which does not build on the host: a
-            # reservation only, which limits how many blocks an SM holds, nothing to emulate; 48 KB:
-            # a launch's limit without cudaFuncAttributeMaxDynamicSharedMemorySize)
-            raise EmulationError(f"{self.name}: dynamic shared memory is not emulated (shared_mem={shared_mem})")
+        if shared_mem:
+            raise EmulationError(f"{self.name}: dynamic shared memory is not emulated")
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"{self.name}: args must be a tuple; got {type(args).__name__}")
         if len(args) != len(self.params):

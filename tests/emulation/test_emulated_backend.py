@@ -71,22 +71,6 @@ def test_batches(monkeypatch, batch_size):
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias, batch_size=batch_size))
 
 
-@pytest.mark.parametrize("lazy", ["gemm", "counting"])
-def test_overlapped_streams(monkeypatch, lazy):
-    """_gpu.OVERLAP = 2 with RANK_PAD: the GEMMs and the real rank_tile on two streams, one of them
-    lazy (gpu_model.Stream: its work run as late as the events allow), and rank_tile launched with
-    dynamic shared memory: the CPU's numbers, in TF32 mode too."""
-    monkeypatch.setattr(_gpu, "OVERLAP", 2)
-    monkeypatch.setattr(_gpu, "RANK_PAD", 1024)
-    X_train, X_test, A, B, bias = problem(8, dtype=np.float32)
-    with emulated_device(monkeypatch, schedule="shuffle", seed=3) as cupy:
-        gemm, counting = _gpu.overlap_streams()
-        (gemm if lazy == "gemm" else counting).lazy = True
-        for tf32 in (False, True):
-            assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, item_biases=bias, batch_size=5, tf32=tf32))
-    assert counting.launched == sum(name.startswith("rank_tile") for name, _, _ in cupy.launches) > 4
-
-
 def test_out_of_memory_halves_the_batch(monkeypatch):
     X_train, X_test, A, B, _ = problem(7, n_users=12)  # 11 users to evaluate (user 2 has no test items)
     freed = []

@@ -211,17 +211,6 @@ def test_shared_memory_is_fresh_in_every_block(tiny):
     assert np.all(out == POISON32)
 
 
-def test_dynamic_shared_memory_only_as_a_reservation(tiny):
-    """A launch may reserve dynamic shared memory (up to 48 KB, the limit without opting in):
-    rank_tile with _gpu.RANK_PAD, which has no extern __shared__ array (that does not build on the
-    host). It runs as without; a reservation over the limit is refused."""
-    out = np.zeros(4, dtype=np.int32)
-    tiny.get_function("fresh_shared")((4,), (32,), (out,), shared_mem=4096)
-    assert np.all(out == POISON32)
-    with pytest.raises(EmulationError, match="shared_mem=49153"):
-        tiny.get_function("fresh_shared")((4,), (32,), (out,), shared_mem=48 * 1024 + 1)
-
-
 def test_schedules_and_block_orders(tiny):
     f = tiny.get_function("order")
     runs = []

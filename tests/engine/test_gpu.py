@@ -55,28 +55,6 @@ def test_float32_near_ties_are_settled_like_the_cpu(rng, tf32, fused, monkeypatc
     assert_identical(cpu, gpu)
 
 
-@pytest.mark.parametrize("overlap, pad", [(1, 0), (2, 0), (2, 24576)])
-def test_overlapped_streams_give_the_cpu_numbers(rng, overlap, pad, monkeypatch):
-    """_gpu.OVERLAP (and RANK_PAD): the GEMMs on one stream and rank_tile on another, two buffers,
-    over 13 tiles of 4,096 items and batches of 64 users, three runs each in FP32 and TF32: the
-    CPU's numbers every time (a missing wait between the streams shows as a race)."""
-    monkeypatch.setattr(_gpu, "OVERLAP", overlap)
-    monkeypatch.setattr(_gpu, "RANK_PAD", pad)
-    monkeypatch.setattr(_gpu, "TILE_ITEMS", 4096)
-    n_users, n_items = 300, 50_000
-    A, B = near_tie_problem(rng, n_users, n_items, 32, np.float32)
-    X_test = sp.random(n_users, n_items, density=0.002, format="csr", random_state=6)
-    X_train = sp.random(n_users, n_items, density=0.01, format="csr", random_state=7)
-    X_train = X_train - X_train.multiply(X_test > 0)
-    X_train.eliminate_zeros()
-    cpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True, as_df=False, device="cpu")
-    for tf32 in (False, True):
-        for _ in range(3):
-            gpu = gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True, as_df=False, device="gpu",
-                                            tf32=tf32, batch_size=64)
-            assert_identical(cpu, gpu)
-
-
 @pytest.mark.parametrize("fused", [False, True])
 def test_users_with_more_test_items_than_shared_memory(rng, fused, monkeypatch):
     monkeypatch.setattr(_gpu, "FUSED", fused)
