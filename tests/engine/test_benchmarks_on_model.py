@@ -96,3 +96,16 @@ def test_bench_gpu_host_runs_on_the_model(on_model, tmp_path):
     row = info["rows"][0]
     assert row["wall_ms"] > 0 and row["kernel_ms"] is None  # no torch with CUDA on the model: no kernel times
     assert any("calc_reco_metrics" in entry[0] for entry in row["profile"]["gpureco"])
+
+
+def test_bench_gemm_runs_on_the_model(on_model, tmp_path):
+    importlib.import_module("bench_gemm").main(
+        ["--users", "7,12", "--items", "300", "--factors", "5", "--repeats", "1", "--out", str(tmp_path)])
+    info = results(tmp_path, "gpu_gemm")
+    assert [(row["users"], row["variant"]) for row in info["rows"]][:4] == [
+        (7, "U B^T"), (7, "U (B^T)"), (7, "(B U^T)^T"), (7, "U B^T, TF32 3 passes")]
+    assert len(info["rows"]) == 8 and all(row["ms"] > 0 and row["kernel"] is None for row in info["rows"])
+    float32 = [row for row in info["rows"] if "TF32" not in row["variant"]]
+    assert all(row["max_rel_diff"] < 1e-6 for row in float32)  # the same products
+    tf32 = [row for row in info["rows"] if "TF32" in row["variant"]]
+    assert all(0 < row["max_rel_diff"] < 1e-4 for row in tf32)  # the split's: within a few float32 units
