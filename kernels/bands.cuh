@@ -135,13 +135,14 @@ __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T 
 // must decide (the score's cell holds a band's edge, or lies inside a band, or the score is not
 // finite: the last two rare, and gr_place defers them, or places a non-finite score nowhere for a
 // user of no test item). One code for all three, so that the kernels' common path keeps one mask
-// of the items left, not two, and sets no value it does not need.
+// of the items left, not two, and sets no value it does not need. No branch: the cell is read
+// for every score (gr_cell's clamps keep any score in the table, NaN in its first cell) and the
+// answer chosen by selects, so that a warp's lanes never part ways here.
 template <typename T>
 __device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, int m, T worst, T s) {
-    if (!isfinite(s)) return GR_SEARCH;
-    if (!(s >= worst)) return GR_NOWHERE;
     const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
-    return e < GR_CELL_DEFER ? e : GR_SEARCH;
+    const int c = s >= worst ? (e < GR_CELL_DEFER ? e : GR_SEARCH) : GR_NOWHERE;
+    return isfinite(s) ? c : GR_SEARCH;
 }
 
 // A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in

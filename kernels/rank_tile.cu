@@ -26,6 +26,7 @@
 #define RANK_SPAN 65536  // items of one block (_gpu.TILE_ITEMS); a multiple of 32
 #endif
 #define RANK_ROUND 4  // items of a lane per round
+static_assert(RANK_SPAN % (32 * RANK_ROUND) == 0, "a block's rounds read whole words of its training bitmap");
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
 // a word past the counts that an item counted nowhere adds to, so that every item's count is one
 // unconditional ATOMS.POPC.INC (no branch around it); in bank 31, which a user's first 31 places avoid
@@ -113,8 +114,13 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     T mn = (T)GR_INF, mx = -(T)GR_INF;
     T nonfinite_sum = 0;  // NaN once a pool score is not finite (s * 0 is NaN exactly then): one FMA an item
     // a warp takes RANK_ROUND x 32 consecutive items a round, lane + 32 q for q < RANK_ROUND (all
-    // lanes the same number of rounds): the round's scores loaded at once, one vote for the round
+    // lanes the same number of rounds): the round's scores loaded at once, one vote for the round.
+    // No branch per item: every score of the span is loaded (a training item's too), and where
+    // the scores are counted in shared memory, a non-pool item is counted nowhere and leaves the
+    // pool statistics as they are, by selects (a branch per item cost more instructions than the
+    // item's own work, and parted the warp's lanes).
     const int n_span = (int)span_n;  // at most RANK_SPAN
+    const uint32_t lane_bit = 1u << lane;
     for (int j0 = (threadIdx.x - lane) * RANK_ROUND; j0 < n_span; j0 += blockDim.x * RANK_ROUND) {
         T s[RANK_ROUND];
         uint32_t pool = 0, defer = 0, search = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for
@@ -122,23 +128,31 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
 #pragma unroll
         for (int q = 0; q < RANK_ROUND; ++q) {
             const int j = j0 + 32 * q + lane;
-            if (j < n_span && !(train_bits[j >> 5] & (1u << lane))) {  // (j0 is a multiple of 32)
-                pool |= 1u << q;
-                s[q] = row[j];
-                if (!given && bias) s[q] = s[q] + (T)bias[first_item + j];
-            }
+            // (its training word is the round's word q, the same in every lane: j0 is a multiple of 32
+            // RANK_ROUND; in the span's last round a word past it may be read, within the bitmap, and not used)
+            pool |= (uint32_t)(j < n_span && !(train_bits[(j0 >> 5) + q] & lane_bit)) << q;
+            s[q] = j < n_span ? row[j] : (T)0;
+            if (!given && bias) s[q] = s[q] + (j < n_span ? (T)bias[first_item + j] : (T)0);
         }
+        if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
 #pragma unroll
-        for (int q = 0; q < RANK_ROUND; ++q) {
-            if ((pool >> q) & 1u) {
-                mn = fmin(mn, s[q]);
-                mx = fmax(mx, s[q]);
-                nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);
-                if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
-                    const int c = gr_place_cell(cells, n_tests, worst, s[q]);
-                    gr_add_count(sh_cnt, c >= 0 ? c : RANK_NOWHERE_WORD);
-                    if (c == GR_SEARCH) search |= 1u << q;
-                } else {
+            for (int q = 0; q < RANK_ROUND; ++q) {
+                const bool in = (pool >> q) & 1u;
+                mn = fmin(mn, in ? s[q] : (T)GR_INF);
+                mx = fmax(mx, in ? s[q] : -(T)GR_INF);
+                nonfinite_sum = fma(in ? s[q] : (T)0, (T)0, nonfinite_sum);
+                const int placed = gr_place_cell(cells, n_tests, worst, s[q]);  // (any score: a training item's too)
+                const int c = in ? placed : GR_NOWHERE;
+                gr_add_count(sh_cnt, c >= 0 ? c : RANK_NOWHERE_WORD);
+                search |= (uint32_t)(c == GR_SEARCH) << q;
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < RANK_ROUND; ++q) {
+                if ((pool >> q) & 1u) {
+                    mn = fmin(mn, s[q]);
+                    mx = fmax(mx, s[q]);
+                    nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);
                     defer |= (uint32_t)gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0) << q;
                 }
             }

@@ -1225,7 +1225,7 @@ def rank_outputs(outputs):
 
 
 RANK_MUTANTS = {  # (file, old, new, occurrence)
-    "off-by-one j <= n_span": ("rank_tile.cu", "if (j < n_span && !(train_bits", "if (j <= n_span && !(train_bits", 1),
+    "off-by-one j <= n_span": ("rank_tile.cu", "(j < n_span && !(train_bits", "(j <= n_span && !(train_bits", 1),
     "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
     "bands from the wrong end": ("bands.cuh", "if (bands.low(k - 1) > s)", "if (bands.high(k - 1) > s)", 1),
     "a round settled before the warp's queue is written": ("bands.cuh", "__syncwarp();", "", 1),
@@ -1239,14 +1239,16 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
                                                      "for (int k = threadIdx.x; k < min(n_cells, 512);", 1),
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
-    "a neighbour's training bit": ("rank_tile.cu", "& (1u << lane)))", "& (1u << (lane ^ 1))))", 1),
-    "a round's searches: the last item's alone": ("rank_tile.cu", "if (c == GR_SEARCH) search |= 1u << q;",
-                                                  "if (c == GR_SEARCH) search = 1u << q;", 1),
+    "a neighbour's training bit": ("rank_tile.cu", "lane_bit = 1u << lane;", "lane_bit = 1u << (lane ^ 1);", 1),
+    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(c == GR_SEARCH) << q;",
+                                                  "search = (uint32_t)(c == GR_SEARCH) << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
     "a search ending inside a band not deferred": ("bands.cuh", "else if (c == GR_DEFER) defer |= 1u << q;", "", 1),
-    "a non-finite score placed nowhere by its cell": ("bands.cuh", "if (!isfinite(s)) return GR_SEARCH;",
-                                                      "if (!isfinite(s)) return GR_NOWHERE;", 1),
-    "a non-finite score not flagged": ("rank_tile.cu", "nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);", "", 1),
+    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? c : GR_SEARCH;",
+                                                      "return isfinite(s) ? c : GR_NOWHERE;", 1),
+    "a non-finite score not flagged": ("rank_tile.cu", "nonfinite_sum = fma(in ? s[q] : (T)0, (T)0, nonfinite_sum);",
+                                       "", 1),
+    "a training item counted": ("rank_tile.cu", "const int c = in ? placed : GR_NOWHERE;", "const int c = placed;", 1),
     "an item counted nowhere counted at place 0": ("rank_tile.cu", "c >= 0 ? c : RANK_NOWHERE_WORD", "c >= 0 ? c : 0", 1),
 }
 
@@ -1261,6 +1263,24 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     assert not caught(original, launches, outputs, want, rank_outputs)
     mutated = mutated_module(tmp_path, "rank_tile", *RANK_MUTANTS[mutant])
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+
+
+POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
+    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, in ? s[q] : (T)GR_INF);",
+                                              "mn = fmin(mn, s[q]);", 1),
+    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, in ? s[q] : -(T)GR_INF);",
+                                              "mx = fmax(mx, s[q]);", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", POOL_MUTANTS)
+def test_rank_tile_pool_mutants_are_caught(real, mutant, tmp_path):
+    p = Problem(seed=22, dtype=np.float32, train_density=0.3)  # no ties: a pool's extremes are its own
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", *POOL_MUTANTS[mutant])
+    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
 
 
 FUSED_MUTANTS = {  # (file, old, new)
