@@ -211,6 +211,12 @@ def split_tf32_kernel(grid, block, args):
     out.reshape(-1)[: parts.size] = parts.reshape(-1).view(np.uint32)
 
 
+def transpose_kernel(grid, block, args):
+    """kernels/magnitudes.cu transpose_f32: out = X^T, as bits."""
+    X, n_rows, n_cols, out = args
+    out.reshape(int(n_cols), int(n_rows))[...] = np.asarray(X).reshape(int(n_rows), int(n_cols)).T
+
+
 def _shrink(b, k, band, cs, ci, count, tau):
     """kernels/topk_tile.cu topk_shrink: tau up to the k-th largest of user b's count[b] >= k
     candidates, only those at or above tau - band kept; returns their number."""
@@ -352,6 +358,7 @@ class _Module:
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,
                  "row_norms_f32": row_norms, "row_norms_f64": row_norms, "split_tf32_f32": split_tf32_kernel,
+                 "transpose_f32": transpose_kernel,
                  "fused_rank_f32": fused_rank, "fused_rank_tf32": fused_rank}
 
     def __init__(self, code, options=()):

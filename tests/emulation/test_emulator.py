@@ -1074,6 +1074,25 @@ def test_tf32_parts_are_split_tf32s(real, lo_first, n_rows, n_cols, blocks):
         np.testing.assert_array_equal(got, want.view(np.uint32), err_msg=schedule)
 
 
+@pytest.mark.parametrize("n_rows, n_cols", [(1, 1), (37, 5), (64, 128), (100, 33)])
+def test_transpose_copies_every_bit(real, n_rows, n_cols):
+    """kernels/magnitudes.cu transpose_f32 (the FP32 tiles' items, _gpu.transpose): out = X^T bit
+    for bit, NaN payloads, infinities, -0.0 and subnormals included, over partial 32 x 32
+    squares; every value of out written, nothing past it."""
+    rng = np.random.default_rng(n_rows * n_cols)
+    X = rng.integers(0, 2**32, size=(n_rows, n_cols), dtype=np.uint64).astype(np.uint32)
+    X.reshape(-1)[: min(X.size, 5)] = np.array([0x7FC01234, 0x7F800000, 0xFF800000, 0x80000000, 1],
+                                                dtype=np.uint32)[: min(X.size, 5)]
+    out = np.full(n_rows * n_cols + 7, 0x7FBADBAD, dtype=np.uint32)  # poison, and 7 words past the end
+    grid = (-(-n_cols // 32), -(-n_rows // 32))
+    launches = [(grid, (32, _gpu.TRANSPOSE_ROWS), (X, np.int64(n_rows), np.int64(n_cols), out))]
+    want = np.concatenate([X.T.reshape(-1), np.full(7, 0x7FBADBAD, dtype=np.uint32)])
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["magnitudes"].get_function("transpose_f32"), launches, (out,), schedule=schedule,
+                  block_order=block_order, seed=seed)[0]
+        np.testing.assert_array_equal(got, want, err_msg=schedule)
+
+
 TOPK_CASES = {
     "f64-k5": dict(problem=dict(seed=12), k=5),
     "f32-k5-ties": dict(problem=dict(seed=13, dtype=np.float32, integer=True), k=5),

@@ -144,6 +144,7 @@ def test_top_k_full_rows_within_the_workspace(monkeypatch, rng):
     X_train = sp.random(6, n_items, density=0.2, format="csr", random_state=4)
     per_row = n_items * (4 + 40) + 8 * f * 4  # a full row's workspace (float32, bytes_per_user 8 F x 4)
     batch = 6 * (12 * _gpu.TOPK_CAPACITY + 64 + 8 * f * 4)  # the batch's candidate buffers
+    batch += f * 5000 * 4  # and a tile's items transposed (float32: FactorScores.fixed_bytes)
     full_rows = []
     inner = _gpu._full_row_candidates
     monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(a[2].shape[0]) or inner(*a))
