@@ -109,3 +109,22 @@ def test_bench_gemm_runs_on_the_model(on_model, tmp_path):
     assert all(row["max_rel_diff"] < 1e-6 for row in float32)  # the same products
     tf32 = [row for row in info["rows"] if "TF32" in row["variant"]]
     assert all(0 < row["max_rel_diff"] < 1e-4 for row in tf32)  # the split's: within a few float32 units
+
+
+def test_ncu_sass_summarises_a_source_page(tmp_path):
+    """benchmarks/ncu_sass.py on a small source page as ncu writes it (a first line naming the
+    kernel, then the table): shares by opcode, by stall reason, and the most-sampled lines."""
+    sys.path.insert(0, str(BENCHMARKS))
+    ncu_sass = importlib.import_module("ncu_sass")
+    page = tmp_path / "page.csv"
+    page.write_text('"Kernel Name","k",\n'
+                    '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb",'
+                    '"stall_math","stall_math (Not Issued)"\n'
+                    '"0x10","      FADD R1, R2, R3","6","30","5","1","9"\n'
+                    '"0x20"," @P0   BRA 0x10","2","10","0","2","9"\n'
+                    '"0x30","      FADD.FTZ R1, R1, R1","0","60","0","0","0"\n')
+    text = ncu_sass.summary(*ncu_sass.read(str(page)), top=5)
+    assert "100 warp instructions executed, 8 warp-stall samples." in text
+    assert "| FADD | 90.0% |" in text and "| BRA | 10.0% |" in text
+    assert "| long_sb | 62.5% |" in text and "| math | 37.5% |" in text
+    assert "| `FADD R1, R2, R3` | 75.0% | long_sb 5, math 1 |" in text
