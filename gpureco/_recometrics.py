@@ -131,7 +131,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     tf32 : bool, default=False
         Score float32 factors on TF32 tensor cores (GPU only): each factor split into two
         TF32 parts, three products in two cuBLAS GEMMs, or inside the fused kernel where
-        ``gpureco.engine._gpu.FUSED`` is set (docs/gpu.md). The score filter's
+        ``gpureco.engine._gpu.FUSED`` is set (docs/gpu.md); for models of fewer than 128
+        factors the FP32 tiles, measured faster there. The score filter's
         error bound is then about 4 times FP32's (F * 2**-22 of the score scale instead of
         F * 2**-24), so a few more comparisons go to the exactly defined score: the results
         are exactly the same as with ``tf32=False``.

@@ -47,6 +47,11 @@ FUSED = False
 # measured on an H100 (10,000 users x 1M items x 128, K = 10 / 100 / 1,000) 0.104 / 0.124 / 0.129 s,
 # against the FP32 tiles' 0.133 / 0.136 / 0.162 s, the same lists
 TOPK_TF32_FUSED = True
+# rank_users in TF32 mode scores in split TF32 tiles only for models of at least this many factors; below,
+# in the FP32 tiles (the same numbers). Measured on an H100 (speed log, session 20): at 128 factors the
+# split tiles take 0.4-4% less than FP32's (10,000 x 1M, five runs), at 64 factors 5-25% more (10,000 x
+# 100,000 and 2,000 x 10M: three writes of each tile where FP32 makes one, for half the products)
+TF32_TILES_MIN_FACTORS = 128
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
 
@@ -125,7 +130,7 @@ class FactorScores:
         # all), rank_users and top_k multiply on tensor cores in their fused kernels
         # (fused_rank_tf32, fused_topk_tf32): the same numbers either way
         tf32, fused = bool(tf32) and self.dtype == np.float32, self.fused()
-        self.tf32 = tf32 and not fused
+        self.tf32 = tf32 and not fused and self.n_factors >= TF32_TILES_MIN_FACTORS
         self.tensor = tf32 and fused and tensor_cores()
         if B is not None:
             self.item_abs_max = abs_max_columns(B)
@@ -145,9 +150,11 @@ class FactorScores:
 
     def fixed_bytes(self, n_items):
         """Workspace besides the batch's: the parts of a tile of items (at most TILE_ITEMS), or
-        its items transposed (FP32), or the items' norms for the fused kernels."""
-        tile = self.n_factors * min(n_items, TILE_ITEMS) * (8 if self.tf32 else 4 if self.dtype == np.float32 else 0)
-        return tile + (8 * n_items if self.fused() else 0)
+        its items transposed (FP32), or the items' norms for the fused kernels (top_k's sample,
+        in FP32 tiles beside them, transposes a piece of the sample at a time: not counted)."""
+        if self.fused():
+            return 8 * n_items
+        return self.n_factors * min(n_items, TILE_ITEMS) * (8 if self.tf32 else 4 if self.dtype == np.float32 else 0)
 
     def tolerance(self, users, user_rows, tensor=False, item_terms=False):
         """Per user, the bound on |filter score - defined score| (user_rows: self.user_rows(users)):
@@ -193,7 +200,7 @@ class FactorScores:
             # faster on an H100 (bench_gemm.py), for a copy of 1/M of the GEMM's memory traffic
             size = self.n_factors * n
             if self._item_parts is None or self._item_parts.shape[0] < size:
-                self._item_parts = cp.empty(self.n_factors * min(self.B.shape[0], TILE_ITEMS), dtype=cp.float32)
+                self._item_parts = cp.empty(size, dtype=cp.float32)
             items = transpose(self.B[begin: begin + n], self._item_parts[:size].reshape(self.n_factors, n))
             with _backend.float32_compute():  # never TF32 (CUPY_TF32 notwithstanding)
                 cp.matmul(user_rows, items, out=scores)

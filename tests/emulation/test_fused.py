@@ -260,22 +260,24 @@ def test_spans():
 def test_a_batch_needs_no_score_tile(monkeypatch):
     """max_memory: with the fused kernel a batch holds no score tile, so its users are bounded
     by their factors, the bound's temporaries and their test items alone (besides the items'
-    norms, 8 bytes an item once); the same budget gives the tile path batches of about a
-    quarter of them (a 1,000-item tile row is 4,000 bytes)."""
+    norms, 8 bytes an item once); the same budget gives the tile path batches of at most a
+    third of them (a 1,000-item tile row is 4,000 bytes; the tile's items transposed, 4 F
+    bytes an item, once: here 7 users)."""
     X_train, X_test, A, B, _ = problem(10, n_users=60)
     scorer_bytes = 8 * A.shape[1] * 4  # FactorScores.bytes_per_user
     per_user = scorer_bytes + 32 * int(np.diff(X_test.indptr).max()) + 64
     budget = 16 * (4 * N_ITEMS + per_user) + 8 * N_ITEMS
     assert (budget - 8 * N_ITEMS) // per_user >= 59  # FactorScores.fixed_bytes: the items' norms
-    tile_rows = budget // (4 * N_ITEMS + per_user)
-    assert tile_rows == 17
+    tile_rows = (budget - 4 * A.shape[1] * min(N_ITEMS, _gpu.TILE_ITEMS)) // (4 * N_ITEMS + per_user)
+    assert tile_rows == 7
     with emulated_device(monkeypatch) as cupy:
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
         assert fused_grids(cupy) == [(1, 4)]  # the 59 users with test items in one batch
         cupy.launches.clear()
         monkeypatch.setattr(_gpu, "FUSED", False)
         assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, max_memory=budget))
-    assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == [17] * 3 + [8]
+    assert [grid[0] for name, grid, _ in cupy.launches if name.startswith("rank_tile")] == (
+        [tile_rows] * (59 // tile_rows) + [59 % tile_rows])
 
 
 def fused_topk_launches(cupy, name="fused_topk_f32"):

@@ -182,6 +182,7 @@ def tf32_problem(rng, n_users=20, n_items=300, n_factors=16):
 
 
 def test_tf32_mode_gives_the_cpus_numbers_on_the_model(monkeypatch, rng):
+    monkeypatch.setattr(_gpu, "TF32_TILES_MIN_FACTORS", 0)  # the split tiles for a small model
     monkeypatch.setattr(_gpu, "TILE_ITEMS", 128)  # three tiles, the last one short
     monkeypatch.setattr(_gpu, "TOPK_MAX_K", 50)  # k above it takes the full-row path
     X_train, X_test, A, B = tf32_problem(rng)
@@ -212,8 +213,23 @@ def test_tf32_mode_gives_the_cpus_numbers_on_the_model(monkeypatch, rng):
     assert max(b[0] for _, b, _ in calls) == 128  # the full row's 300 items in tiles: its parts stay a tile's
 
 
+@pytest.mark.parametrize("n_factors, split", [(64, False), (127, False), (128, True), (130, True)])
+def test_tf32_mode_splits_the_tiles_from_128_factors(monkeypatch, rng, n_factors, split):
+    """rank_users in TF32 mode scores in the split TF32 tiles from TF32_TILES_MIN_FACTORS (128)
+    factors on, in the FP32 tiles below (measured faster there on an H100): the CPU's numbers
+    either way."""
+    X_train, X_test, A, B = tf32_problem(rng, n_users=12, n_items=200, n_factors=n_factors)
+    with model_device(monkeypatch) as cupy:
+        calls = []
+        inner = cupy.gemm_tf32
+        cupy.gemm_tf32 = lambda a, b, out, accumulate: calls.append(accumulate) or inner(a, b, out, accumulate)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=10, tf32=True))
+    assert bool(calls) == split
+
+
 def test_tf32_mode_counts_the_parts_in_the_workspace(monkeypatch, rng):
     """The parts of the users (8 F bytes each) and of a tile of items come out of max_memory."""
+    monkeypatch.setattr(_gpu, "TF32_TILES_MIN_FACTORS", 0)  # the split tiles for a small model
     X_train, X_test, A, B = tf32_problem(rng, n_users=20, n_items=300, n_factors=16)
     sizes = {}
     with model_device(monkeypatch):
@@ -239,12 +255,14 @@ def test_cublas_filters_are_within_their_bounds_on_the_device(rng, tf32, monkeyp
     also where the fused kernels are on, which take TF32 mode's place in the evaluation)."""
     from gpureco.engine import _backend
     monkeypatch.setattr(_gpu, "FUSED", False)
+    monkeypatch.setattr(_gpu, "TF32_TILES_MIN_FACTORS", 0)  # the split at 16 factors too
     cp = _backend.cupy()
     n_users, n_items = 64, 5000
     for f in (16, 128):
         users, items = factor_kinds(rng, n_users, f), factor_kinds(rng, n_items, f)
         for kind in users:
             scorer = _gpu.FactorScores(cp.asarray(users[kind]), cp.asarray(items[kind]), None, tf32=tf32)
+            assert scorer.tf32 == tf32
             batch = cp.arange(n_users)
             rows = scorer.user_rows(batch)
             S, _, _ = scorer.tile(rows, 0, n_items, cp.empty(n_users * n_items, dtype=cp.float32))
