@@ -484,6 +484,17 @@ inline bool ensure_stacks(size_t n, size_t size) {
     return true;
 }
 
+// The fiber stacks go back after every launch, so that a module keeps no mapping between its
+// launches: each stack's guard page splits the mapping, two of the process's vm.max_map_count
+// (65,530) a thread, and a test process loads a hundred modules and more, which are never
+// unloaded (with the stacks kept, CI's one process ran out of mappings and hung at its next
+// thread start).
+inline void release_stacks() {
+    if (E.stacks) munmap(E.stacks, E.mapped);
+    E.stacks = nullptr;
+    E.n_stacks = 0;
+}
+
 inline void on_fault(int sig, siginfo_t* info, void*) {
     E.fault_signal = sig;
     E.fault_address = info->si_addr;
@@ -572,6 +583,9 @@ inline void run_block() {
 // Runs every block of the grid; 0, or 1 with the error message in c->error.
 inline int run_grid(const Config* c, void (*thunk)(void*), void* arg) {
     std::lock_guard<std::mutex> guard(E.lock);
+    struct StacksBack {
+        ~StacksBack() { release_stacks(); }
+    } stacks_back;  // (after the launch, whichever way it ends; the lock still held)
     Bookkeeping untracked;  // the launching thread only schedules (and poisons shared memory)
     GR_EMU_TSAN_ONLY(E.tsan_sched = __tsan_get_current_fiber();)
     auto report = [&](const std::string& m) {

@@ -211,6 +211,22 @@ def test_shared_memory_is_fresh_in_every_block(tiny):
     assert np.all(out == POISON32)
 
 
+def test_a_launch_leaves_no_mapping_behind():
+    """The fiber stacks (a guard page each: two of the process's vm.max_map_count mappings a
+    thread) are unmapped after every launch: a module is never unloaded, and a test process
+    loads a hundred of them and more (kept, they used up the mappings of CI's process, which
+    then hung at a thread start)."""
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    f = RawModule(code=TINY).get_function("rotate")  # a module of its own, loaded, never launched
+    x = np.arange(2 * 1024, dtype=np.int32)
+    before = mappings()
+    for _ in range(3):
+        f((2,), (1024,), (x, np.zeros_like(x), np.int32(1)))
+    assert mappings() - before < 16  # were 2,049 more for a block of 1,024 threads
+
+
 def test_schedules_and_block_orders(tiny):
     f = tiny.get_function("order")
     runs = []
