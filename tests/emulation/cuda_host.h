@@ -583,9 +583,13 @@ inline void run_block() {
 // Runs every block of the grid; 0, or 1 with the error message in c->error.
 inline int run_grid(const Config* c, void (*thunk)(void*), void* arg) {
     std::lock_guard<std::mutex> guard(E.lock);
+#if !defined(GR_EMU_ASAN) && !defined(GR_EMU_TSAN)
+    // (not under a sanitizer, in a process of its own with a few modules: TSan would take a new
+    // fiber's stack at an old one's address for memory the old one's accesses race with)
     struct StacksBack {
         ~StacksBack() { release_stacks(); }
     } stacks_back;  // (after the launch, whichever way it ends; the lock still held)
+#endif
     Bookkeeping untracked;  // the launching thread only schedules (and poisons shared memory)
     GR_EMU_TSAN_ONLY(E.tsan_sched = __tsan_get_current_fiber();)
     auto report = [&](const std::string& m) {
