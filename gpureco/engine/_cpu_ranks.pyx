@@ -26,7 +26,7 @@ test item whose exact score is below tau - tol has at least K pool items above i
 test items above that line are counted, and the counting pass skips every vector below them.
 """
 from libc.stdint cimport uint64_t, int64_t, uint8_t, int32_t
-from libc.stdlib cimport qsort, malloc, free
+from libc.stdlib cimport qsort, malloc, calloc, free
 from libc.math cimport INFINITY, isinf
 
 cdef extern from *:
@@ -704,24 +704,25 @@ def pair_scores(const int64_t[::1] users, const int64_t[::1] items, const factor
 
 
 def shared_entries(const int64_t[::1] indptr_a, const int32_t[::1] indices_a, const int64_t[::1] indptr_b,
-                   const int32_t[::1] indices_b):
+                   const int32_t[::1] indices_b, int64_t n_columns):
     """(n, row, column): how many (row, column) entries two canonical CSR structures of the same
-    rows (each row's column indices sorted and distinct) both store, and the first of them in
-    row-major order ((-1, -1) where n = 0). One merge of each row's two index lists: linear in
-    the entries."""
-    cdef int64_t n = 0, first_row = -1, first_column = -1, r, i, j, i_end, j_end
+    rows (each row's column indices sorted and distinct, in [0, n_columns)) both store, and the
+    first of them in row-major order ((-1, -1) where n = 0). Linear in the entries: each row's
+    columns of `a` are stamped with the row in a table of n_columns, then `b`'s looked up (no
+    chain from one step to the next, unlike a merge of the two lists, which waits on each load)."""
+    cdef int64_t n = 0, first_row = -1, first_column = -1, r, i, stamp
+    cdef int64_t *mark = <int64_t *> calloc(max(n_columns, 1), sizeof(int64_t))
+    if mark == NULL:
+        raise MemoryError(f"shared_entries: no memory for a table of {n_columns} columns")
     with nogil:
         for r in range(min(indptr_a.shape[0], indptr_b.shape[0]) - 1):
-            i, i_end, j, j_end = indptr_a[r], indptr_a[r + 1], indptr_b[r], indptr_b[r + 1]
-            while i < i_end and j < j_end:
-                if indices_a[i] < indices_b[j]:
-                    i += 1
-                elif indices_a[i] > indices_b[j]:
-                    j += 1
-                else:
+            stamp = r + 1
+            for i in range(indptr_a[r], indptr_a[r + 1]):
+                mark[indices_a[i]] = stamp
+            for i in range(indptr_b[r], indptr_b[r + 1]):
+                if mark[indices_b[i]] == stamp:
                     if n == 0:
-                        first_row, first_column = r, indices_a[i]
+                        first_row, first_column = r, indices_b[i]
                     n += 1
-                    i += 1
-                    j += 1
+        free(mark)
     return n, first_row, first_column

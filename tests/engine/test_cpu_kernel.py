@@ -167,9 +167,10 @@ def test_every_vector_width_gives_the_same_numbers():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_shared_entries_equal_the_set_intersection(seed):
-    """check_disjoint's merge (_cpu_ranks.shared_entries) against sets of (row, column) pairs:
+    """check_disjoint's count (_cpu_ranks.shared_entries) against sets of (row, column) pairs:
     empty rows, rows of very unequal lengths, an entry shared in the last column, entries in
-    the first, nothing shared."""
+    the first, nothing shared, columns stamped by earlier rows (dense rows: the stamps must be
+    the row's own)."""
     from gpureco._validation import as_csr
     from gpureco.engine._cpu_ranks import shared_entries
     rng = np.random.default_rng(seed)
@@ -182,6 +183,6 @@ def test_shared_entries_equal_the_set_intersection(seed):
         dense[1] = ~dense[0]
     a, b = (as_csr(sp.csr_array(d.astype(float)), name) for d, name in zip(dense, "ab"))
     pairs = sorted(zip(*np.nonzero(dense[0] & dense[1])))
-    n, row, column = shared_entries(a.indptr, a.indices, b.indptr, b.indices)
+    n, row, column = shared_entries(a.indptr, a.indices, b.indptr, b.indices, n_cols)
     assert n == len(pairs)
     assert (row, column) == (tuple(int(x) for x in pairs[0]) if pairs else (-1, -1))

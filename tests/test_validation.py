@@ -1,0 +1,69 @@
+"""_validation.as_csr against a dense reference: whatever CSR (or other) layout comes in, the
+copy is canonical and holds the same matrix, and the caller's object is left as it was."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpureco._validation import as_csr
+
+
+def messy_csr(rng, n_rows, n_cols, index_dtype, data_dtype, cls):
+    """A hand-built CSR with unsorted columns, duplicates (some summing to zero), stored zeros,
+    empty rows and storage past nnz; and its dense sum."""
+    dense = np.zeros((n_rows, n_cols))
+    indptr, indices, data = [0], [], []
+    for r in range(n_rows):
+        n = int(rng.integers(0, 6)) if rng.random() > 0.2 else 0
+        cols = rng.integers(0, n_cols, n) if data_dtype != bool else rng.permutation(n_cols)[:n]
+        if n and rng.random() < 0.5 and data_dtype != bool:  # a duplicate (SciPy's conversions OR booleans)
+            cols = np.r_[cols, cols[0]]
+        vals = rng.integers(-2, 3, cols.size).astype(data_dtype) if data_dtype != bool else rng.random(cols.size) < 0.7
+        for c, v in zip(cols, vals):
+            dense[r, c] += v
+        indices += list(cols)
+        data += list(vals)
+        indptr.append(len(indices))
+    extra = int(rng.integers(0, 3))  # storage past nnz, never read
+    indices = np.array(indices + [n_cols + 5] * extra, dtype=index_dtype)  # out of range: must not be read
+    data = np.array(data + [7] * extra, dtype=data_dtype)
+    X = cls((data, indices, np.array(indptr, dtype=index_dtype)), shape=(n_rows, n_cols))
+    X.has_canonical_format = False  # as SciPy may believe of a hand-built matrix
+    return X, dense
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_as_csr_is_canonical_and_equal_to_the_dense_sum(seed):
+    rng = np.random.default_rng(seed)
+    n_rows, n_cols = int(rng.integers(1, 30)), int(rng.integers(1, 50))
+    index_dtype = [np.int32, np.int64][seed % 2]
+    data_dtype = [np.float64, np.float32, np.int8, bool][seed % 4]
+    cls = [sp.csr_array, sp.csr_matrix][seed // 2 % 2]
+    X, dense = messy_csr(rng, n_rows, n_cols, index_dtype, data_dtype, cls)
+    before = [a.copy() for a in (X.data, X.indices, X.indptr)]
+    nnz = X.indptr[-1]
+    trimmed = type(X)((X.data[:nnz], X.indices[:nnz], X.indptr), shape=X.shape)  # SciPy's conversions need it
+    for values in ("float64", "float"):
+        for source in (X, trimmed.tocsc(), trimmed.tocoo(), dense):
+            Y = as_csr(source, "X", values=values)
+            np.testing.assert_array_equal(Y.toarray(), dense)
+            assert Y.indices.dtype == np.int32 and Y.indptr.dtype == np.int64
+            assert Y.indptr[-1] == Y.indices.size == Y.data.size  # nothing past nnz
+            assert np.all(Y.data != 0)  # stored zeros and duplicates summing to zero dropped
+            for r in range(n_rows):  # each row's columns strictly increasing
+                assert np.all(np.diff(Y.indices[Y.indptr[r]:Y.indptr[r + 1]]) > 0)
+            kept = values == "float" and np.dtype(data_dtype) in (np.float32, np.float64) and sp.issparse(source)
+            assert Y.dtype == (data_dtype if kept else np.float64)
+            assert Y.has_canonical_format
+    for a, b in zip(before, (X.data, X.indices, X.indptr)):  # the caller's arrays untouched
+        np.testing.assert_array_equal(a, b)
+
+
+def test_as_csr_copies_a_canonical_input():
+    """A canonical float64 CSR with int32 indices, the one case where no conversion is needed:
+    still a copy (the engine may change its arrays), not a view of the caller's."""
+    X = sp.csr_array(np.array([[0, 1.5, 0], [2.0, 0, 3.0]]))
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int64)
+    Y = as_csr(X, "X")
+    for a, b in ((Y.data, X.data), (Y.indices, X.indices), (Y.indptr, X.indptr)):
+        assert not np.shares_memory(a, b)
+    np.testing.assert_array_equal(Y.toarray(), X.toarray())
