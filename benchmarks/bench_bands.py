@@ -84,8 +84,10 @@ def placements(A, B, X_train, X_test, users, tol, cells=128):
         s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)[pool_of(X_train, u, B.shape[0])]
         t = -np.sort(-(A[u].astype(np.float64) @ B[X_test[[u]].indices].T.astype(np.float64)))
         lo, hi = float_bands(t, tol[u])
-        base, scale = lo[-1], np.float32(cells - 2) / (hi[0] - lo[-1])
-        cell = lambda x: np.clip((x - base) * scale, 0, cells - 1).astype(np.int64)  # noqa: E731
+        base, scale = lo[-1], np.float32(cells - 3) / (hi[0] - lo[-1])
+        # gr_cell: fma(x - base, scale, 1) (a float32 product is exact in float64), clamped, truncated
+        cell = lambda x: np.clip(((x - base).astype(np.float64) * scale + 1).astype(np.float32),  # noqa: E731
+                                 0, cells - 1).astype(np.int64)
         above = s >= base
         searched = np.isin(cell(s), np.r_[cell(lo), cell(hi)]) & above
         in_band = (np.searchsorted(-hi, -s, side="right") > np.searchsorted(-lo, -s)) & above

@@ -65,55 +65,67 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
     return gr_search(bands, m, top, s);
 }
 
-// A user's cells: gr_place read from a table instead of searched, for most scores. The scores
-// at or above the worst band are cut into GR_CELLS cells by gr_cell, a function of the score
-// that never decreases as the score grows (a subtraction, a product by a positive scale,
-// clamps, a truncation: each never decreases, in any rounding, flushed to zero or not). So if
-// no band's edge (low(i) or high(i)) falls in cell k, every score of cell k lies strictly
-// between the same two edges, and gr_place answers the same for all of them: the cell's entry
-// (gr_cell_entry, computed from the edges' cells alone). A cell that holds an edge answers
-// GR_CELL_SEARCH: gr_place searches as before. Scale = (GR_CELLS - 2) / (high(0) - low(m - 1))
+// A user's cells: gr_place read from a table instead of searched, for most scores. Scores are cut
+// into cells by gr_cell, a function of the score that never decreases as the score grows (a
+// subtraction, an FMA with a positive scale, clamps, a truncation: each never decreases, in any
+// rounding, flushed to zero or not). So if no band's edge (low(i) or high(i)) falls in cell k,
+// every score of cell k lies strictly between the same two edges, and gr_place answers the same
+// for all of them: the cell's entry (gr_cell_entry, computed from the edges' cells alone). A cell
+// that holds an edge answers GR_CELL_SEARCH: gr_place searches as before. Cell 0 holds only the
+// scores below the worst band, low(m - 1) (s - worst < 0 exactly then, and x scale + 1 >= 1 in
+// any rounding for x >= 0: the worst band's edge is in cell 1), so its entry places them nowhere
+// and no compare with the worst band is needed. Scale = (GR_CELLS - 3) / (high(0) - low(m - 1))
 // puts the best band's edge in cell GR_CELLS - 2 or so, so that every score above every band
-// lands in the last cell, a place of 0. With m test items, at most 2 m cells search; 0
-// (no table, every cell searches) for a user with no test item, more than GR_CELL_TESTS, a NaN
-// or infinite band, or bands of no width. A table has GR_CELLS cells (fused_rank: a block's 128
-// rows, 16 KB), or more where shared memory allows (rank_tile: one user a block, RANK_CELLS):
-// the finer the cells, the fewer scores fall in a cell that holds an edge.
+// lands in the last cell, a place of 0. With m test items, at most 2 m cells search. A user with
+// no table of places (no test item, more than GR_CELL_TESTS, a NaN or infinite band, or bands of
+// no width: gr_cells_scale 0) has cells all the same, scale 1: cell 0 nowhere, the others search.
+// A table has GR_CELLS cells (fused_rank: a block's 128 rows, 16 KB), or more where shared memory
+// allows (rank_tile: one user a block, RANK_CELLS): the finer the cells, the fewer scores fall in a
+// cell that holds an edge.
 #define GR_CELLS 128
-#define GR_CELL_TESTS 254     // places 0 .. 253 fit an entry below the two codes
+#define GR_CELL_TESTS 253     // places 0 .. 252 fit an entry below the three codes
+#define GR_CELL_NOWHERE 253   // an entry: below the worst band
 #define GR_CELL_DEFER 254     // an entry: inside a band, the defined score decides
 #define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
 
 template <typename T>
 __device__ __forceinline__ int gr_cell(T s, T worst, T scale, T last) {  // worst = low(m - 1); last = n - 1
-    return (int)fmin(fmax((s - worst) * scale, (T)0), last);
+    return (int)fmin(fmax(gr_fma(s - worst, scale, (T)1), (T)0), last);  // (not flushed: none in fused_rank)
 }
 
 template <typename T>
 struct Cells {
     const uint8_t* entry;  // n entries
-    T scale;               // gr_cells_scale; 0: no table
+    T scale;               // gr_cells_scale, or 1 where that is 0 (no table of places)
     T last;                // n - 1
 };
 
-// The scale of a table of n cells (0: no table).
+// A user's cells (entry: n entries, filled by gr_cell_entry with the same `scale`).
+template <typename T>
+__device__ __forceinline__ Cells<T> gr_cells(const uint8_t* entry, T scale, int n) {
+    return {entry, scale > (T)0 ? scale : (T)1, (T)(n - 1)};
+}
+
+// The scale of a table of n cells with places (0: none).
 template <typename T, typename Bands>
 __device__ T gr_cells_scale(const Bands& bands, int m, int n) {
     if (m < 1 || m > GR_CELL_TESTS) return (T)0;
     for (int i = 0; i < m; ++i)
         if (isnan(bands.low(i)) || isnan(bands.high(i))) return (T)0;
-    const T worst = bands.low(m - 1), width = bands.high(0) - worst, scale = (T)(n - 2) / width;
+    const T worst = bands.low(m - 1), width = bands.high(0) - worst, scale = (T)(n - 3) / width;
     return isfinite(worst) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
 }
 
-// Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for its scale:
-// with p = #{i : cell(low(i)) > k}, the cells of the low edges never increasing in i, as the
-// bands: GR_CELL_SEARCH where an edge's cell is k (or p = m: the cell lies below the worst band,
-// where gr_place_cell has answered before reading the table); otherwise every score s of the
-// cell has low(i) > s exactly for i < p, so gr_search finds c = p (<= m - 1), and s <=
-// high(p) exactly when cell(high(p)) > k.
+// Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for its scale (0: no
+// places): GR_CELL_NOWHERE for cell 0 (below the worst band, whatever the bands: a NaN or infinite
+// worst band included, where gr_place places every finite score nowhere, or none); otherwise, with
+// p = #{i : cell(low(i)) > k}, the cells of the low edges never increasing in i, as the bands:
+// GR_CELL_SEARCH where an edge's cell is k; otherwise every score s of the cell has low(i) > s
+// exactly for i < p, so gr_search finds c = p (<= m - 1: the worst band's edge is in cell 1 <= k),
+// and s <= high(p) exactly when cell(high(p)) > k.
 template <typename T, typename Bands>
 __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k) {
+    if (k == 0) return GR_CELL_NOWHERE;
     if (!(scale > (T)0)) return GR_CELL_SEARCH;
     const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
         int lo = 0, hi = m;
@@ -129,20 +141,17 @@ __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T 
     return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : (uint8_t)p;
 }
 
-#define GR_SEARCH (-3)  // gr_place_cell: the cell does not answer, gr_place decides
-
-// gr_place, its answer read from the user's cells: a place, GR_NOWHERE, or GR_SEARCH where gr_place
-// must decide (the score's cell holds a band's edge, or lies inside a band, or the score is not
-// finite: the last two rare, and gr_place defers them, or places a non-finite score nowhere for a
-// user of no test item). One code for all three, so that the kernels' common path keeps one mask
-// of the items left, not two, and sets no value it does not need. No branch: the cell is read
-// for every score (gr_cell's clamps keep any score in the table, NaN in its first cell) and the
-// answer chosen by selects, so that a warp's lanes never part ways here.
+// gr_place, its answer read from the user's cells: the score's entry, a place (below
+// GR_CELL_NOWHERE), GR_CELL_NOWHERE, or one above it (GR_CELL_DEFER, GR_CELL_SEARCH) where
+// gr_place must decide: the score's cell holds a band's edge, or lies inside a band, or the score
+// is not finite (the last two rare, and gr_place defers them, or places a non-finite score
+// nowhere for a user of no test item). No branch: the cell is read for every score (gr_cell's
+// clamps keep any score in the table, NaN in its first cell) and the answer chosen by a select,
+// so that a warp's lanes never part ways here; the callers test the entry against GR_CELL_NOWHERE.
 template <typename T>
-__device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, int m, T worst, T s) {
+__device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, T worst, T s) {
     const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
-    const int c = s >= worst ? (e < GR_CELL_DEFER ? e : GR_SEARCH) : GR_NOWHERE;
-    return isfinite(s) ? c : GR_SEARCH;
+    return isfinite(s) ? e : GR_CELL_SEARCH;
 }
 
 // A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in
@@ -168,20 +177,24 @@ __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T w
 }
 
 // A lane's round of items placed by their cells (gr_place_cell), the items their cells do not
-// place (GR_SEARCH) placed by gr_place after the round's others, one at a time: so a warp runs the
+// place (an entry above GR_CELL_NOWHERE) placed by gr_place after the round's others, one at a time: so a warp runs the
 // search as often as its busiest lane has such items, where searching each item in its turn ran
 // it for every item that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items
 // search: in a round of 4 items a lane, some lane of the warp searched 90% of the time, and the 31
 // others waited; now a warp searches once or twice a round.) Bit q of `search`: the round's item
-// q, of filter score score(q), said GR_SEARCH; add(c) counts an item at place c. Returns the items
+// q, of filter score score(q), has such an entry; add(c) counts an item at place c. Returns the items
 // that gr_place defers (inside a band, or not finite): they wait for their defined score.
-template <typename T, typename Bands, typename Score, typename Add>
+// seen(s): each searched score, before it is placed (rank_tile: every non-finite pool score searches,
+// so its non-finite flag is kept here, not for every item).
+template <typename T, typename Bands, typename Score, typename Add, typename Seen>
 __device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Bands& bands, int m, int top, T worst,
-                                                    const Score& score, const Add& add) {
+                                                    const Score& score, const Add& add, const Seen& seen) {
     uint32_t defer = 0;
     for (; search; search &= search - 1u) {
         const int q = __ffs((int)search) - 1;
-        const int c = gr_place(bands, m, top, worst, (T)score(q));
+        const T s = (T)score(q);
+        seen(s);
+        const int c = gr_place(bands, m, top, worst, s);
         if (c >= 0) add(c);
         else if (c == GR_DEFER) defer |= 1u << q;  // (GR_NOWHERE: a non-finite score, no test item)
     }

@@ -62,6 +62,10 @@ GR_HD float gr_fmaf(float a, float b, float c) {
 #endif
 }
 
+// gr_fmaf, and its double counterpart (doubles are never flushed), for kernels templated on the type.
+GR_HD float gr_fma(float a, float b, float c) { return gr_fmaf(a, b, c); }
+GR_HD double gr_fma(double a, double b, double c) { return fma(a, b, c); }
+
 // a - b rounded once, never flushed to zero (as gr_fmaf): the same float on the device and on the host.
 GR_HD float gr_subf(float a, float b) {
 #ifdef __CUDA_ARCH__
@@ -187,6 +191,8 @@ GR_HD double gr_from_order_key(uint64_t key) {
 
 GR_HD double gr_inf() { return gr_from_order_key(0xFFF0000000000000ULL); }  // +infinity
 #define GR_INF gr_inf()
+GR_HD double gr_nan() { return gr_from_order_key(0xFFF8000000000000ULL); }  // a quiet NaN (NVRTC has no NAN)
+#define GR_NAN gr_nan()
 
 // The first position p in sorted[0..n) with sorted[p] >= value (n when none).
 GR_HD int64_t gr_lower_bound(const int32_t* sorted, int64_t n, int64_t value) {

@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             const uint32_t pool = r < n_rows ? tile.pool(train_bits[r], i, j0, span_end) : 0u;  // bit j: tile.col(i, j)
             const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
-            const Cells<float> cells = {sh_cells[r], sh_scale[r], GR_CELLS - 1};
+            const Cells<float> cells = gr_cells<float>(sh_cells[r], sh_scale[r], GR_CELLS);
             const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
             float mn = (float)GR_INF, mx = -(float)GR_INF;
             float nonfinite_sum = 0.0f;  // NaN once a pool score of the row is not finite (s * 0 is NaN exactly then)
@@ -120,14 +120,15 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
                     mn = fmin(mn, s);
                     mx = fmax(mx, s);
                     nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);  // (not flushed: no .ftz FMA in this kernel)
-                    const int c = gr_place_cell(cells, m, worst, s);
-                    if (c >= 0) add(c);
-                    if (c == GR_SEARCH) search |= 1u << j;
+                    const int e = gr_place_cell(cells, worst, s);
+                    if (e < GR_CELL_NOWHERE) add(e);
+                    if (e > GR_CELL_NOWHERE) search |= 1u << j;
                 }
             }
             bad |= (int)isnan(nonfinite_sum) << i;
             // bit j: tile.col(i, j) waits for its defined score
-            uint32_t defer = gr_search_round<float>(search, bands, m, top, worst, [&](int j) { return scores[i][j]; }, add);
+            uint32_t defer = gr_search_round<float>(search, bands, m, top, worst, [&](int j) { return scores[i][j]; }, add,
+                                                      [](float) {});
             // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
             // n_j its norm), where that is below the row's; what it places, it counts as the
             // defined score would (it lies strictly between the same test items), without computing it

@@ -88,10 +88,10 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     // Finer cells where the block has many items (fewer of them search), fewer where building the
     // table would cost as much as counting the block's items.
     const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
-    const Cells<T> cells = {sh_cells, in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0,
-                            (T)(n_cells - 1)};
+    const T scale = in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0;
+    const Cells<T> cells = gr_cells(sh_cells, scale, n_cells);
     for (int k = threadIdx.x; k < n_cells; k += blockDim.x)
-        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, cells.scale, cells.last, k);
+        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, scale, cells.last, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int64_t j = train[t] - first_item;
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
@@ -112,7 +112,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     int32_t* queue = warp_queue[threadIdx.x >> 5];
     int queued = 0;  // the same in every lane of the warp
     T mn = (T)GR_INF, mx = -(T)GR_INF;
-    T nonfinite_sum = 0;  // NaN once a pool score is not finite (s * 0 is NaN exactly then): one FMA an item
+    // a pool score not finite: where the counts are in shared memory, every such score searches
+    // (gr_place_cell), and the search sees it (gr_search_round's `seen`): nothing an item
+    int bad = 0;
     // a warp takes RANK_ROUND x 32 consecutive items a round, lane + 32 q for q < RANK_ROUND (all
     // lanes the same number of rounds): the round's scores loaded at once, one vote for the round.
     // No branch per item: every score of the span is loaded (a training item's too), and where
@@ -138,13 +140,12 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
 #pragma unroll
             for (int q = 0; q < RANK_ROUND; ++q) {
                 const bool in = (pool >> q) & 1u;
-                mn = fmin(mn, in ? s[q] : (T)GR_INF);
-                mx = fmax(mx, in ? s[q] : -(T)GR_INF);
-                nonfinite_sum = fma(in ? s[q] : (T)0, (T)0, nonfinite_sum);
-                const int placed = gr_place_cell(cells, n_tests, worst, s[q]);  // (any score: a training item's too)
-                const int c = in ? placed : GR_NOWHERE;
-                gr_add_count(sh_cnt, c >= 0 ? c : RANK_NOWHERE_WORD);
-                search |= (uint32_t)(c == GR_SEARCH) << q;
+                const T p = in ? s[q] : (T)GR_NAN;  // fmin and fmax pass over NaN: a non-pool item changes nothing
+                mn = fmin(mn, p);
+                mx = fmax(mx, p);
+                const int e = gr_place_cell(cells, worst, s[q]);  // (any score: a training item's too)
+                gr_add_count(sh_cnt, in && e < GR_CELL_NOWHERE ? e : RANK_NOWHERE_WORD);
+                search |= (uint32_t)(in && e > GR_CELL_NOWHERE) << q;
             }
         } else {
 #pragma unroll
@@ -152,7 +153,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 if ((pool >> q) & 1u) {
                     mn = fmin(mn, s[q]);
                     mx = fmax(mx, s[q]);
-                    nonfinite_sum = fma(s[q], (T)0, nonfinite_sum);
+                    bad |= !isfinite(s[q]);
                     defer |= (uint32_t)gr_count(global_bands, n_tests, top, worst, s[q], cnt + t0) << q;
                 }
             }
@@ -163,14 +164,15 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
             return v;
         };
-        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, worst, score, [&](int c) { gr_add_count(sh_cnt, c); });
+        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, worst, score, [&](int c) { gr_add_count(sh_cnt, c); },
+                                    [&](T v) { bad |= !isfinite(v); });
         if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
             for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);
         }
     }
     gr_drain(queue, queued, settle);
-    gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), (int)isnan(nonfinite_sum), &pool_min[b], &pool_max[b], &nonfinite[b]);
+    gr_fold_pool_stats(gr_widen(mn), gr_widen(mx), bad, &pool_min[b], &pool_max[b], &nonfinite[b]);
     if (in_shared) {
         __syncthreads();
         for (int64_t i = threadIdx.x; i < m; i += blockDim.x)

@@ -766,23 +766,24 @@ CELLS = r"""
 #include "bands.cuh"
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
 // the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
-// rank kernels find it (gr_place_cell, then gr_place where it says GR_SEARCH), gr_place, and
-// the cell and its entry where gr_place_cell reads them (else -1, -1).
+// rank kernels find it (gr_place_cell's entry, then gr_place where it is above GR_CELL_NOWHERE),
+// gr_place, and the cell and its entry where gr_place_cell reads them (else -1, -1).
 template <typename T>
 __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
     __shared__ uint8_t entry[1024];
     const int k = blockIdx.x, n = m[k];
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
-    const Cells<T> c = {entry, gr_cells_scale<T>(bands, n, n_cells), (T)(n_cells - 1)};
-    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, c.scale, c.last, i);
+    const T scale = gr_cells_scale<T>(bands, n, n_cells);
+    const Cells<T> c = gr_cells(entry, scale, n_cells);
+    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, scale, c.last, i);
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
         int* o = out + 4 * (k * n_s + i);
-        const bool read = isfinite(x) && x >= worst;
-        const int cell = gr_place_cell(c, n, worst, x);
-        o[0] = cell == GR_SEARCH ? gr_place(bands, n, gr_search_top(n), worst, x) : cell;
+        const bool read = isfinite(x);
+        const int e = gr_place_cell(c, worst, x);
+        o[0] = e > GR_CELL_NOWHERE ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
@@ -799,16 +800,19 @@ CELLS_MUTANTS = {  # (old, new) in bands.cuh
     "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), worst, scale, last) == k) return GR_CELL_SEARCH;", ""),
     "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale, last) == k",
                                      "gr_cell(bands.low(p ? p - 1 : 0), worst, scale, last) == k"),
-    "the best band in the last cell": ("scale = (T)(n - 2) / width", "scale = (T)n / width"),
+    "the best band in the last cell": ("scale = (T)(n - 3) / width", "scale = (T)(n - 1) / width"),
+    "the worst band's edge in cell 0": ("gr_fma(s - worst, scale, (T)1)", "gr_fma(s - worst, scale, (T)0)"),
+    "cell 0 placed nowhere without a table": ("if (k == 0) return GR_CELL_NOWHERE;\n    if (!(scale > (T)0)) return GR_CELL_SEARCH;",
+                                               "if (!(scale > (T)0)) return GR_CELL_SEARCH;\n    if (k == 0) return GR_CELL_NOWHERE;"),
 }
 
 
 def cells_cases(dtype, rng):
     """(name, low, high) cases: integer test scores with ties and overlapping bands, continuous
-    ones, the table's limits (254 and 255 test items), and bands it must not serve (NaN,
+    ones, the table's limits (253 and 254 test items), and bands it must not serve (NaN,
     infinite, of no width, wider than the type)."""
     cases = []
-    for m in [1, 2, 3, 5, 10, 17, 33, 64, 100, 254, 255]:
+    for m in [1, 2, 3, 5, 10, 17, 33, 64, 100, 253, 254]:
         for tol in (0.3, 2.5):
             t = -np.sort(-rng.integers(-40, 40, size=m)).astype(np.float64)
             cases.append((f"int{m}-{tol}", t - tol, t + tol))
@@ -851,11 +855,11 @@ def _cells_scores(low, high, dtype, n_s, n_cells):
 def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     """bands.cuh's cells (gr_place_cell: the rank kernels' table from a score's cell to its
     place) against gr_place, which searches, at every edge, every cell's edge and their
-    neighbouring floats, on bands with ties and overlaps, up to the table's 254 test items;
+    neighbouring floats, on bands with ties and overlaps, up to the table's 253 test items;
     wherever the table is built, at most 2 m of its cells search (those holding an edge) and
-    every score two cells above the best band is answered, and it answers none where it must
-    not be built (no test item, 255, a NaN, an infinite band, bands of no width or wider than
-    the type)."""
+    every score two cells above the best band is answered, and where it must not be built (no
+    test item, 254, a NaN, an infinite band, bands of no width or wider than the type) it
+    answers no place, only "nowhere" (cell 0: below the worst band)."""
     rng = np.random.default_rng(17)
     cases = cells_cases(dtype, rng)
     width, n_s = 256, 2048 + 2 * n_cells
@@ -874,17 +878,21 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     failures = []
     for k, (name, low, high) in enumerate(cases):
         got, searched, cell, entry = out[k].T
-        answered = (entry >= 0) & (entry != 255)
-        # where the cell answers a place, gr_place_cell gives it; where it says "inside a band"
-        # (254: gr_place_cell sends the score on to gr_place), gr_place defers the score
-        placed = (entry >= 0) & (entry < 254)
+        answered = (entry >= 0) & (entry <= 253)
+        # where the cell answers a place, gr_place_cell gives it; "nowhere" (253), gr_place places
+        # the score nowhere; "inside a band" (254: gr_place_cell sends the score on to gr_place),
+        # gr_place defers it
+        placed = (entry >= 0) & (entry < 253)
         ok = (np.array_equal(got, searched) and np.array_equal(got[placed], entry[placed])
-              and (searched[entry == 254] == -2).all())
-        if name.startswith(("int", "normal", "tiny")) and low.size <= 254:
-            high_above = high[0] + 2 * (high[0] - low[-1]) / (n_cells - 2)
+              and (searched[entry == 253] == -1).all() and (searched[entry == 254] == -2).all())
+        if name.startswith(("int", "normal", "tiny")) and low.size <= 253:
+            high_above = high[0] + 2 * (high[0] - low[-1]) / (n_cells - 3)
             ok = ok and np.unique(cell[entry == 255]).size <= 2 * low.size and answered[np.isfinite(s[k]) & (s[k] > high_above)].all()
+            ok = ok and (entry[np.isfinite(s[k]) & (s[k] < low[-1])] == 253).all()  # below the worst band: cell 0
         else:
-            ok = ok and not answered.any()
+            ok = ok and not placed.any() and not (entry == 254).any()
+            if low.size and np.isfinite(low[-1]):  # below a finite worst band: nowhere, from cell 0, table or not
+                ok = ok and (entry[np.isfinite(s[k]) & (s[k] < low[-1])] == 253).all()
         if not ok:
             failures.append(name)
     if mutant:
@@ -1275,16 +1283,16 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
     "a neighbour's training bit": ("rank_tile.cu", "lane_bit = 1u << lane;", "lane_bit = 1u << (lane ^ 1);", 1),
-    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(c == GR_SEARCH) << q;",
-                                                  "search = (uint32_t)(c == GR_SEARCH) << q;", 1),
+    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(in && e > GR_CELL_NOWHERE) << q;",
+                                                  "search = (uint32_t)(in && e > GR_CELL_NOWHERE) << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
     "a search ending inside a band not deferred": ("bands.cuh", "else if (c == GR_DEFER) defer |= 1u << q;", "", 1),
-    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? c : GR_SEARCH;",
-                                                      "return isfinite(s) ? c : GR_NOWHERE;", 1),
-    "a non-finite score not flagged": ("rank_tile.cu", "nonfinite_sum = fma(in ? s[q] : (T)0, (T)0, nonfinite_sum);",
-                                       "", 1),
-    "a training item counted": ("rank_tile.cu", "const int c = in ? placed : GR_NOWHERE;", "const int c = placed;", 1),
-    "an item counted nowhere counted at place 0": ("rank_tile.cu", "c >= 0 ? c : RANK_NOWHERE_WORD", "c >= 0 ? c : 0", 1),
+    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? e : GR_CELL_SEARCH;",
+                                                      "return isfinite(s) ? e : GR_CELL_NOWHERE;", 1),
+    "a non-finite score not flagged": ("rank_tile.cu", "[&](T v) { bad |= !isfinite(v); }", "[&](T v) {}", 1),
+    "a training item counted": ("rank_tile.cu", "in && e < GR_CELL_NOWHERE ? e", "e < GR_CELL_NOWHERE ? e", 1),
+    "a training item searched": ("rank_tile.cu", "(in && e > GR_CELL_NOWHERE)", "(e > GR_CELL_NOWHERE)", 1),
+    "an item counted nowhere counted at place 0": ("rank_tile.cu", "? e : RANK_NOWHERE_WORD", "? e : 0", 1),
 }
 
 
@@ -1301,10 +1309,8 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
 
 
 POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
-    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, in ? s[q] : (T)GR_INF);",
-                                              "mn = fmin(mn, s[q]);", 1),
-    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, in ? s[q] : -(T)GR_INF);",
-                                              "mx = fmax(mx, s[q]);", 1),
+    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, p);", "mn = fmin(mn, s[q]);", 1),
+    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, p);", "mx = fmax(mx, s[q]);", 1),
 }
 
 
@@ -1347,8 +1353,8 @@ FUSED_MUTANTS = {  # (file, old, new)
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
                                                 "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
-    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "if (c == GR_SEARCH) search |= 1u << j;",
-                                                "if (c == GR_SEARCH) search = 1u << j;"),
+    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "if (e > GR_CELL_NOWHERE) search |= 1u << j;",
+                                                "if (e > GR_CELL_NOWHERE) search = 1u << j;"),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
     "a non-finite score not flagged": ("fused_rank_body.cuh", "nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);", ""),
     "a row's non-finite flag on the wrong round": ("fused_rank_body.cuh", "bad |= (int)isnan(nonfinite_sum) << i;",
