@@ -261,6 +261,7 @@ def as_csr(X, name, shape=None, values="float64"):
         _check_real_dtype(arr.dtype, name)
         if arr.ndim != 2:
             raise ValueError(f"'{name}' must be a 2-dimensional matrix; got an array of shape {arr.shape}.")
+        X = arr
     if shape is not None and X.shape != tuple(shape):
         raise ValueError(f"'{name}' must have shape {tuple(shape)}; got {X.shape}.")
     if X.shape[1] > np.iinfo(np.int32).max:
@@ -269,7 +270,7 @@ def as_csr(X, name, shape=None, values="float64"):
     if sp.issparse(X) and X.format == "csr":
         X = _csr_copy(X, dtype)
     else:
-        X = sp.csr_array(X if sp.issparse(X) else arr, copy=True).astype(dtype, copy=False)
+        X = sp.csr_array(X, copy=True).astype(dtype, copy=False)
     if _sorted_distinct(X.indptr, X.indices):  # one vectorised pass (SciPy's own check takes 3 times as long)
         X.has_canonical_format = True
     else:

@@ -169,8 +169,8 @@ def test_every_vector_width_gives_the_same_numbers():
 def test_shared_entries_equal_the_set_intersection(seed):
     """check_disjoint's count (_cpu_ranks.shared_entries) against sets of (row, column) pairs:
     empty rows, rows of very unequal lengths, an entry shared in the last column, entries in
-    the first, nothing shared, columns stamped by earlier rows (dense rows: the stamps must be
-    the row's own)."""
+    the first, nothing shared, columns set by earlier rows (dense rows: each row's bits must be
+    cleared before the next)."""
     from gpureco._validation import as_csr
     from gpureco.engine._cpu_ranks import shared_entries
     rng = np.random.default_rng(seed)
