@@ -336,7 +336,7 @@ def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None):
 
 def check_disjoint(X_train, X_test):
     """A test item that is also a training item of the same user can never be ranked (both
-    canonical CSR, as_csr's: one merge of each user's two sorted rows)."""
+    canonical CSR, as_csr's: one pass over each user's entries, _cpu_ranks.shared_entries)."""
     n, user, item = shared_entries(X_train.indptr, X_train.indices, X_test.indptr, X_test.indices, X_test.shape[1])
     if n:
         raise ValueError(f"'X_test' and 'X_train' share {n} (user, item) pairs, for example "
