@@ -1,6 +1,7 @@
 // The defined scores and tie keys of (user, item) pairs (the test items of a batch, the
-// top-K candidates), and the end of a batch's ranking: pool statistics recounted from the
-// defined scores where the filter cannot settle them, and the test items' ranks.
+// top-K candidates), a batch's test items sorted by them, and the end of a batch's ranking:
+// pool statistics recounted from the defined scores where the filter cannot settle them, and
+// the test items' ranks.
 #include "common.cuh"
 
 template <typename T>
@@ -12,6 +13,42 @@ __device__ void pair_scores(const int64_t* __restrict__ users, const int64_t* __
         const int64_t u = users[i], j = items[i];
         if (scores) scores[i] = gr_exact_score(A + u * n_factors, B + j * n_factors, n_factors, bias, j);
         keys[i] = gr_tie_key(seed, (uint64_t)u, (uint64_t)j, noise);
+    }
+}
+
+// One block per user of a batch (tests_begin: each user's first test entry), before the rank
+// kernels: the user's test entries sorted best-first, as _scores.order_key sorts them on the
+// host: larger defined score first (gr_order_key: -0.0 and 0.0 alike, a NaN by its bits), then
+// smaller tie key, then the earlier entry. Each entry's place is the number of the user's
+// entries that go before it (integer compares of the keys in shared memory: m^2 / 128 per
+// thread, for a user of at most SORT_TESTS_MAX entries; _gpu.sort_tests sorts a batch with a
+// larger user by cupy.lexsort instead). With use_keys 0 every tie key is tie_key (the tie
+// modes: the entries of one score by ascending entry). Floats are only copied.
+#define SORT_TESTS_THREADS 128
+#define SORT_TESTS_MAX 1024
+extern "C" __global__ void __launch_bounds__(SORT_TESTS_THREADS) sort_tests(
+    const int64_t* __restrict__ tests_begin, const double* __restrict__ scores, const uint64_t* __restrict__ keys,
+    const int64_t* __restrict__ entry, uint64_t tie_key, int use_keys, double* __restrict__ scores_out,
+    uint64_t* __restrict__ keys_out, int64_t* __restrict__ entry_out) {
+    __shared__ uint64_t sh_order[SORT_TESTS_MAX];  // gr_order_key of each entry's score
+    __shared__ uint64_t sh_key[SORT_TESTS_MAX];
+    const int64_t t0 = tests_begin[blockIdx.x];
+    const int m = (int)(tests_begin[blockIdx.x + 1] - t0);  // at most SORT_TESTS_MAX (the host's check)
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        sh_order[i] = gr_order_key(scores[t0 + i]);
+        sh_key[i] = use_keys ? keys[t0 + i] : tie_key;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        const uint64_t o = sh_order[i], k = sh_key[i];
+        int place = 0;
+        for (int j = 0; j < m; ++j) {
+            const uint64_t oj = sh_order[j], kj = sh_key[j];
+            place += oj > o || (oj == o && (kj < k || (kj == k && j < i)));
+        }
+        scores_out[t0 + place] = scores[t0 + i];
+        keys_out[t0 + place] = k;
+        entry_out[t0 + place] = entry[t0 + i];
     }
 }
 

@@ -119,6 +119,17 @@ def pair_scores_kernel(grid, block, args):
     keys[:] = tie_keys(users.astype(np.int64), items.astype(np.int64), int(seed), int(noise))
 
 
+def sort_tests(grid, block, args):
+    """kernels/exact_scores.cu sort_tests: each user's test entries by defined score (order_key,
+    larger first), then tie key (all tie_key unless use_keys), then entry, by NumPy's lexsort."""
+    tests_begin, scores, keys, entry, tie_key, use_keys, scores_out, keys_out, entry_out = args
+    for b in range(grid[0]):
+        t0, t1 = int(tests_begin[b]), int(tests_begin[b + 1])
+        k = keys[t0:t1] if use_keys else np.full(t1 - t0, tie_key, dtype=np.uint64)
+        order = np.lexsort((np.arange(t1 - t0), k, ~order_key(np, scores[t0:t1])))
+        scores_out[t0:t1], keys_out[t0:t1], entry_out[t0:t1] = scores[t0:t1][order], k[order], entry[t0:t1][order]
+
+
 def _pool_stats(u, n_items, train_indptr, train_indices, A, B, n_factors, bias):
     """(min, max, non-finite) of the defined scores of user u's pool, as _reduce_stats folds them,
     from +inf and -inf as the kernel's (an empty pool: those)."""
@@ -353,6 +364,7 @@ def _adversarial_float_arithmetic(cupy, rng):
 class _Module:
     functions = {"rank_tile_f32": rank_tile, "rank_tile_f64": rank_tile, "pair_scores_f32": pair_scores_kernel,
                  "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
+                 "sort_tests": sort_tests,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile, "topk_finish": topk_finish,
                  "fused_topk_f32": fused_topk, "fused_topk_tf32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,

@@ -27,6 +27,7 @@ TOPK_SAMPLE_RANK = 64  # top_k with FUSED and k above it: the sample's rank (top
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
 TRANSPOSE_ROWS = 8  # kernels/magnitudes.cu transpose_f32: a block is 32 x TRANSPOSE_ROWS threads
 FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user's block
+SORT_TESTS_THREADS, SORT_TESTS_MAX = 128, 1024  # kernels/exact_scores.cu sort_tests: threads, a user's entries
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
 FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared memory, 16 bits each (-DFUSED_SHARED_TESTS)
@@ -441,13 +442,7 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
         # sorted best-first per user by defined score, then tie key
         user_rows = scorer.user_rows(batch)
         scores, keys = scorer.pairs(batch, local, items, user_rows, problem.seed, problem.break_ties_with_noise)
-        if tie_mode:  # equal keys: the test items of one score by ascending item (entry)
-            keys = cp.full(m, 0 if tie_mode == 1 else np.iinfo(np.uint64).max, dtype=cp.uint64)
-            order = cp.lexsort(cp.stack([entry.astype(cp.uint64), keys, ~order_key(cp, scores),
-                                         local.astype(cp.uint64)]))
-        else:
-            order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
-        scores, keys, entry = scores[order], keys[order], entry[order]
+        scores, keys, entry = sort_tests(tests_begin, local, entry, scores, keys, tie_mode, max_test)
         counts = cp.zeros(m, dtype=cp.int32)
         pool_min = cp.full(nb, np.iinfo(np.uint64).max, dtype=cp.uint64)
         pool_max = cp.zeros(nb, dtype=cp.uint64)
@@ -483,6 +478,29 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
 
     batches(users.shape[0], rows, run)
     return result
+
+
+def sort_tests(tests_begin, local, entry, scores, keys, tie_mode, max_test):
+    """(scores, keys, entry) of a batch's test entries sorted best-first per user (local: each
+    entry's row in the batch, tests_begin: where each row's entries begin): by defined score,
+    larger first (order_key), then tie key, then entry. In the tie modes every key is the same
+    (0 optimistic, the largest pessimistic), so that a score's test items keep their order.
+    One launch of kernels/exact_scores.cu sort_tests where no user has more than SORT_TESTS_MAX
+    entries (its cost grows as their square), else cupy.lexsort (Thrust's sort: some 14 launches,
+    its scratch and a dozen array operations around it); the same order either way."""
+    cp = _backend.cupy()
+    tie_key = np.uint64(0 if tie_mode == 1 else np.iinfo(np.uint64).max)
+    if max_test <= SORT_TESTS_MAX:
+        out = cp.empty_like(scores), cp.empty_like(keys), cp.empty_like(entry)
+        kernel("exact_scores", "sort_tests")((tests_begin.shape[0] - 1,), (SORT_TESTS_THREADS,), (
+            tests_begin, scores, keys, entry, tie_key, np.int32(tie_mode == 0), *out))
+        return out
+    if tie_mode:  # equal keys: the test items of one score by ascending item (entry)
+        keys = cp.full(scores.shape[0], tie_key, dtype=cp.uint64)
+        order = cp.lexsort(cp.stack([entry.astype(cp.uint64), keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
+    else:
+        order = cp.lexsort(cp.stack([keys, ~order_key(cp, scores), local.astype(cp.uint64)]))
+    return scores[order], keys[order], entry[order]
 
 
 def fused_grid(n_users, n_items):

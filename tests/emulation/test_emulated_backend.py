@@ -58,8 +58,8 @@ def test_calc_reco_metrics_equals_the_cpu(monkeypatch, case):
         cpu, gpu = cpu_and_gpu(X_train, X_test, A, B, k=10, **kw)
     assert_identical(cpu, gpu)
     assert np.isfinite(cpu["NDCG@K"]).sum() >= 8
-    kernels = {name[:-4] for name, _, _ in cupy.launches}
-    assert kernels == {"rank_tile", "pair_scores", "finish_batch"} | (
+    kernels = {name[:-4] if name[-4:] in ("_f32", "_f64") else name for name, _, _ in cupy.launches}
+    assert kernels == {"rank_tile", "pair_scores", "sort_tests", "finish_batch"} | (
         {"abs_max_columns", "max_row_norm_sq"} if A is not None else set()) | (
         {"transpose"} if A is not None and A.dtype == np.float32 else set())  # the FP32 tiles' items, F x n
     assert ("rank_tile", (13, 2), (256,)) in [(n[:-4], g, b) for n, g, b in cupy.launches]  # 2 spans
@@ -136,15 +136,19 @@ def test_given_scores_equal_the_cpu(monkeypatch):
 
 
 @pytest.mark.parametrize("ties", ["optimistic", "pessimistic", "average"])
-def test_tie_modes_equal_the_cpu(monkeypatch, ties):
+@pytest.mark.parametrize("sort_max", [_gpu.SORT_TESTS_MAX, 2])
+def test_tie_modes_equal_the_cpu(monkeypatch, ties, sort_max):
     """ties="optimistic" / "pessimistic" / "average" (test items keyed 0 or UINT64_MAX, the
     pool item + 1, and the groups' ranks fixed up on the host), with the filter's scores near
-    every tie (integer factors) and with given scores, over tiles, blocks and batches."""
+    every tie (integer factors) and with given scores, over tiles, blocks and batches; the test
+    items sorted by the sort_tests kernel, or (users of more than sort_max) by cupy.lexsort."""
     from gpureco.engine._conventions import AVERAGE_TIES
     X_train, X_test, A, B, bias = problem(12, dtype=np.float32, integer=True)
     names = [name.removesuffix("@K") for name in AVERAGE_TIES]
     scores = np.round(np.random.default_rng(12).standard_normal(X_test.shape), 1)
-    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=7), warnings.catch_warnings():
+    monkeypatch.setattr(_gpu, "SORT_TESTS_MAX", sort_max)
+    with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=7) as cupy, \
+            warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for batch_size in (None, 5):
             out = {device: gpureco.Evaluator(X_test, X_train, names, [1, 10], ties=ties, device=device,
@@ -157,6 +161,8 @@ def test_tie_modes_equal_the_cpu(monkeypatch, ties):
         assert_identical(out["cpu"], out["gpu"])
         first = gpureco.evaluate(scores, X_test, X_train, ["NDCG"], 10, output="numpy")
     assert not np.array_equal(first["NDCG@10"], out["cpu"]["NDCG@10"], equal_nan=True)  # the rule matters here
+    assert np.diff(X_test.indptr).max() > 2
+    assert any(name == "sort_tests" for name, _, _ in cupy.launches) == (sort_max > 2)
 
 
 @pytest.mark.parametrize("dtype, tf32", [(np.float32, False), (np.float64, False), (np.float32, True)])

@@ -988,6 +988,55 @@ def test_pair_scores_equal_the_model(real, dtype, with_bias):
                 np.testing.assert_array_equal(g, w)
 
 
+def sort_tests_case(seed, sizes):
+    """A batch of users with `sizes` test entries: scores with ties (0.0 and -0.0 among them), NaNs
+    of both signs and infinities; tie keys with repeats (the tie modes' constant keys aside, a
+    user's keys are distinct, but the kernel must not rely on it); entries as rank_users makes
+    them (each user's ascending, from anywhere in X_test)."""
+    rng = np.random.default_rng(seed)
+    m = int(sum(sizes))
+    scores = np.round(rng.standard_normal(m), 1)
+    special = rng.random(m)
+    scores[special < 0.05] = 0.0
+    scores[(special >= 0.05) & (special < 0.1)] = -0.0
+    scores[(special >= 0.1) & (special < 0.12)] = np.nan
+    scores[(special >= 0.12) & (special < 0.14)] = -np.nan
+    scores[(special >= 0.14) & (special < 0.16)] = np.inf
+    scores[(special >= 0.16) & (special < 0.18)] = -np.inf
+    keys = rng.integers(0, 6, size=m).astype(np.uint64) * np.uint64(1 << 61)
+    tests_begin = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    entry = np.concatenate([np.sort(rng.choice(10 * n + 1, n, replace=False)) for n in sizes]).astype(np.int64)
+    return tests_begin, scores, keys, entry
+
+
+@pytest.mark.parametrize("sizes", [[0, 1, 5, 0, 130, 2], [_gpu.SORT_TESTS_MAX, 3, 257], [40] * 9])
+@pytest.mark.parametrize("tie_mode", [0, 1, 2])
+def test_sort_tests_equals_the_model(real, sizes, tie_mode):
+    """sort_tests, as _gpu.sort_tests launches it, orders each user's test entries as the model
+    (NumPy's lexsort) and as the host's lexsort of rank_users before it: users of no entry, one,
+    more than the block's threads, SORT_TESTS_MAX; equal scores and keys, NaN, -0.0, infinities."""
+    tests_begin, scores, keys, entry = sort_tests_case(len(sizes) + tie_mode, sizes)
+    m, nb = scores.shape[0], len(sizes)
+    tie_key = np.uint64(0 if tie_mode == 1 else np.iinfo(np.uint64).max)
+    outputs = (np.full(m, -1.0), np.zeros(m, dtype=np.uint64), np.full(m, -1, dtype=np.int64))
+    launches = [((nb,), (_gpu.SORT_TESTS_THREADS,), (tests_begin, scores, keys, entry, tie_key,
+                                                      np.int32(tie_mode == 0), *outputs))]
+    want = run(gpu_model.sort_tests, launches, outputs)
+    # the order rank_users took before the kernel: one lexsort of the batch
+    local = np.repeat(np.arange(nb), sizes).astype(np.uint64)
+    k = keys if tie_mode == 0 else np.full(m, tie_key, dtype=np.uint64)
+    order = np.lexsort([entry.astype(np.uint64), k, ~order_key(np, scores), local])
+    np.testing.assert_array_equal(want[2], entry[order])
+    np.testing.assert_array_equal(want[1], k[order])
+    np.testing.assert_array_equal(want[0].view(np.uint64), scores[order].view(np.uint64))  # NaN signs, -0.0
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["exact_scores"].get_function("sort_tests"), launches, outputs,
+                  schedule=schedule, block_order=block_order, seed=seed)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.view(np.uint64) if g.dtype == np.float64 else g,
+                                          w.view(np.uint64) if w.dtype == np.float64 else w)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_rows, n_cols, rows_per_block", [(1000, 5, 97), (700, 128, 64), (50, 300, 7),
                                                             (999, 1, 256), (5, 2, 1000)])
@@ -1658,6 +1707,28 @@ def test_pair_scores_off_by_one_is_caught(real):
     # thread 188 takes i = 700 = n: it reads users[700], the guard zone's poison, as a user index
     with pytest.raises(EmulationError, match=r"pair_scores_f64: block \(0, 0, 0\): thread 188: illegal memory access"):
         run(module("exact_scores", source).get_function("pair_scores_f64"), launches, outputs, schedule="forward")
+
+
+@pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
+    ("oj > o ||", "oj < o ||"),            # the worse score first
+    ("(kj < k ||", "(kj > k ||"),          # the larger tie key first
+    ("(kj == k && j < i)", "(kj == k && j > i)"),  # a score's items of one key in reverse (the tie modes)
+    ("place += oj", "place += j < m - 1 && oj"),  # the last entry never goes before another
+    ("sh_key[i] = use_keys ? keys[t0 + i] : tie_key;", "sh_key[i] = keys[t0 + i];"),  # the tie modes' keys ignored
+])
+def test_sort_tests_mutants_are_caught(real, old, new):
+    source = mutate((KERNELS / "exact_scores.cu").read_text(), old, new)
+    kernel = module("exact_scores", source).get_function("sort_tests")
+    differs = []
+    for sizes, tie_mode in (([0, 1, 5, 0, 130, 2], 0), ([40] * 9, 1)):
+        tests_begin, scores, keys, entry = sort_tests_case(len(sizes) + tie_mode, sizes)
+        m = scores.shape[0]
+        outputs = (np.full(m, -1.0), np.zeros(m, dtype=np.uint64), np.full(m, -1, dtype=np.int64))
+        launches = [((len(sizes),), (_gpu.SORT_TESTS_THREADS,), (tests_begin, scores, keys, entry, np.uint64(0),
+                                                                 np.int32(tie_mode == 0), *outputs))]
+        got, want = run(kernel, launches, outputs, schedule="forward"), run(gpu_model.sort_tests, launches, outputs)
+        differs.append(not np.array_equal(got[2], want[2]))
+    assert any(differs)
 
 
 def test_wrong_mask_in_common_header_is_caught(real, tmp_path):

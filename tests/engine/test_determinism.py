@@ -68,6 +68,26 @@ def test_metrics_do_not_depend_on_the_order_of_users_or_entries(seed, gain):
         np.testing.assert_array_equal(got[name], want[name][users], err_msg=name)
 
 
+def test_metrics_in_threads_equal_one_thread(monkeypatch):
+    """The users in chunks, one a thread (a large problem's path): the numbers of one thread,
+    bit for bit."""
+    from gpureco.engine import _metrics
+    rng = np.random.default_rng(5)
+    ranks, gains, n_test, n_pool = _random_ranks(rng, 200)
+    args = (ranks, gains, n_test, n_pool, np.array([1, 5, 20]), ALL, n_test > 0)
+    monkeypatch.setattr(_metrics, "_ENTRIES_PER_THREAD", 10 ** 9)
+    want = metrics_from_ranks(*args)
+    monkeypatch.setattr(_metrics, "_ENTRIES_PER_THREAD", 5)
+    monkeypatch.setattr(_metrics, "_THREADS", 4)
+    calls = []
+    run = _metrics.rank_metrics
+    monkeypatch.setattr(_metrics, "rank_metrics", lambda *a: calls.append(a[2].shape[0]) or run(*a))
+    got = metrics_from_ranks(*args)
+    assert len(calls) == 4 and sum(calls) == 200  # four chunks of users
+    for name in ALL:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), grid=st.lists(st.integers(1, 40), min_size=1, max_size=6, unique=True))
 def test_a_metric_at_k_does_not_depend_on_the_other_cutoffs(seed, grid):

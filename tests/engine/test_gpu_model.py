@@ -62,8 +62,10 @@ def test_out_of_memory_halves_the_batch(monkeypatch, rng):
 
 def test_a_sort_out_of_memory_halves_the_batch(monkeypatch, rng):
     """CuPy's sorts (Thrust) report a failed scratch allocation as a plain MemoryError, not as
-    the allocator's OutOfMemoryError: the batch halves all the same."""
+    the allocator's OutOfMemoryError: the batch halves all the same (rank_users sorts the test
+    items by lexsort where a user has more than SORT_TESTS_MAX)."""
     X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
+    monkeypatch.setattr(_gpu, "SORT_TESTS_MAX", 0)
     failed = []
     with model_device(monkeypatch) as cupy:
         lexsort = cupy.lexsort
