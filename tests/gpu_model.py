@@ -315,6 +315,34 @@ class DeviceArray(np.ndarray):
         return np.array(self.view(np.ndarray))
 
 
+def asnumpy(a, stream=None):
+    """cupy.asnumpy: a host copy; on a stream of the model's (Stream), which must have waited for
+    an event first (on a GPU its copy would otherwise not wait for the kernels before it)."""
+    if stream is not None and not stream.waited:
+        raise AssertionError("model: a copy on a stream that waited for no event")
+    return np.array(np.asarray(a))
+
+
+class Event:  # cupy.cuda.Event: the model's kernels run at their launch, so an event only has to be recorded
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.recorded = False
+
+    def record(self, stream=None):
+        self.recorded = True
+
+    def synchronize(self):
+        assert self.recorded, "model: waiting for an event never recorded"
+
+
+class Stream:  # cupy.cuda.Stream other than the current one: its copies must wait for an event
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.waited = False
+
+    def wait_event(self, event):
+        assert event is not None and event.recorded, "model: a stream waits for an event never recorded"
+        self.waited = True
+
+
 def _numbers_only(convert):
     def checked(*args, **kwargs):
         array = convert(*args, **kwargs)
@@ -429,8 +457,9 @@ def fake_cupy(fail_above=None):
                                  "attribute 'shape' (cupy.array_equal takes arrays)")
         return np.array_equal(a1, a2, equal_nan=equal_nan)
     cupy.array_equal = array_equal
+    cupy.asnumpy = asnumpy
     cupy.cuda = types.SimpleNamespace(Device=Device, memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
-                                      MemoryHook=MemoryHook,
+                                      MemoryHook=MemoryHook, Event=Event, Stream=Stream,
                                       runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, getDeviceProperties=lambda i: {
                                           "name": b"NumPy model of a GPU"}))
     cupy.RawModule = Module

@@ -117,12 +117,19 @@ def _evaluate(problem, request, rows=None):
     users = rows[reason == 0]  # only these need scores
     # ties="average" ranks twice, each test item before and after the other items of its score
     modes = (1, 2) if request.tie_mode == 3 else (request.tie_mode,)
+    parts = []  # (reason, values) of the users `rows` in each part of the rows, in order
+
+    def consume(lo, hi, ranking, last=None):
+        parts.append(_part_metrics(problem, request, rows, n_test, n_pool, n_train, lo, hi, ranking, last))
+
     if problem.device[0] == "gpu":
         from . import _gpu
         scorer = (_gpu.GivenScores(problem.score_rows) if problem.score_rows is not None
                   else _gpu.FactorScores(problem.A, problem.B, problem.item_biases, problem.tf32))
         rankings = [_gpu.rank_users(problem, users, scorer, request.batch_size, max_memory or _gpu.DEFAULT_MAX_MEMORY,
-                                    mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]
+                                    mode, with_scores=modes == (1, 2) and mode == 1,
+                                    consume=consume if len(modes) == 1 else None)  # a batch's metrics as the next runs
+                    for mode in modes]
     else:
         # given scores: the caller's rows and their float64 conversion, a batch ranked and the next
         itemsize = 16 if problem.score_rows is not None else 8 if problem.B is None else problem.B.dtype.itemsize
@@ -134,32 +141,47 @@ def _evaluate(problem, request, rows=None):
         max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
         rankings = [_cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2,
                                     tie_mode=mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]
-    ranking = rankings[0].host()
-    # integers from here on: the metrics are computed on the host, in one defined order
-    nonfinite = ranking.nonfinite[rows].astype(bool)
-    pool_min, pool_max = ranking.pool_min[rows], ranking.pool_max[rows]
-    ranks, gains = ranking.ranks, problem.X_test.data
-    if len(modes) == 2:
-        last, scores = rankings[1].host().ranks, ranking.test_scores
-    if rows.shape[0] < problem.n_users:  # the test entries of `rows`, in their order
-        entries = row_entries(np, problem.X_test.indptr, rows)[1]
-        ranks, gains = ranks[entries], gains[entries]
-        if len(modes) == 2:
-            last, scores = last[entries], scores[entries]
-    reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, min_pos_test, min_items_pool,
-                         consider_cold_start)
-    if len(modes) == 2:
-        values = metrics_with_average_ties(ranks, last, scores, gains.astype(np.float64), n_test, n_pool,
-                                           np.asarray(cutoffs, dtype=np.int64), names, reason == 0,
-                                           gain=request.gain, convention=request.convention,
-                                           persistence=request.persistence)
-    else:
-        values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool,
-                                    np.asarray(cutoffs, dtype=np.int64), names, reason == 0, gain=request.gain,
-                                    convention=request.convention, persistence=request.persistence)
+    if not parts:  # all rows at once
+        consume(0, problem.n_users, *(ranking.host() for ranking in rankings))
+    reason = np.concatenate([part[0] for part in parts])
+    values = {name: np.concatenate([part[1][name] for part in parts]) for name in parts[0][1]}
     ndcg_nan = np.isnan(values["NDCG@K"][:, 0]) if "NDCG@K" in values else None
     counts = nan_counts(set(values), reason, n_pool, n_test, int(max(cutoffs, default=0)), ndcg_nan)
     return values, counts
+
+
+def _part_metrics(problem, request, rows, n_test, n_pool, n_train, lo, hi, ranking, last=None):
+    """(reason, values) of the users `rows` (sorted) that lie in lo .. hi - 1, from `ranking`:
+    the ranks, pool statistics (and test scores) of those rows and their test entries, on the
+    host (last: ties="average"'s second ranking). Each user's are computed alone: the same
+    numbers for any parts."""
+    a, b = np.searchsorted(rows, [lo, hi])
+    indptr, part = problem.X_test.indptr, slice(a, b)
+    r, e_lo = rows[part], int(indptr[lo])
+    # integers from here on: the metrics are computed on the host, in one defined order
+    nonfinite = ranking.nonfinite[r - lo].astype(bool)
+    pool_min, pool_max = ranking.pool_min[r - lo], ranking.pool_max[r - lo]
+    ranks, gains = ranking.ranks, problem.X_test.data[e_lo: int(indptr[hi])]
+    if last is not None:
+        last, scores = last.ranks, ranking.test_scores
+    if b - a < hi - lo:  # the test entries of `r`, in their order
+        entries = row_entries(np, indptr, r)[1]
+        ranks, gains = ranks[entries - e_lo], problem.X_test.data[entries]
+        if last is not None:
+            last, scores = last[entries - e_lo], scores[entries - e_lo]
+    n_test, n_pool, n_train = n_test[part], n_pool[part], n_train[part]
+    reason = nan_reasons(n_test, n_pool, n_train, nonfinite, pool_min, pool_max, request.min_pos_test,
+                         request.min_items_pool, request.consider_cold_start)
+    cutoffs = np.asarray(request.cutoffs, dtype=np.int64)
+    if last is not None:
+        values = metrics_with_average_ties(ranks, last, scores, gains.astype(np.float64), n_test, n_pool, cutoffs,
+                                           request.names, reason == 0, gain=request.gain,
+                                           convention=request.convention, persistence=request.persistence)
+    else:
+        values = metrics_from_ranks(ranks, gains.astype(np.float64), n_test, n_pool, cutoffs, request.names,
+                                    reason == 0, gain=request.gain, convention=request.convention,
+                                    persistence=request.persistence)
+    return reason, values
 
 
 def host_array(x):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import types
 from pathlib import Path
 
 import numpy as np
@@ -365,9 +366,26 @@ class GpuRanking:
         copy = getattr(self.buffer, "get", None)  # (NumPy arrays: the tests' model of the device)
         return GpuRanking(np, *self.layout, buffer=np.asarray(self.buffer if copy is None else copy()))
 
+    def part(self, lo, hi, event, indptr, stream):
+        """The ranks, pool statistics and test scores of the rows lo .. hi - 1 and of their test
+        entries (indptr: the test CSR's) on the host, copied on `stream` once it has reached
+        `event`; all rows: host() (one copy)."""
+        if (lo, hi) == (0, self.layout[0]):
+            return self.host()  # (a copy on the current stream: after the last batch)
+        rows, entries = slice(lo, hi), slice(int(indptr[lo]), int(indptr[hi]))
+        stream.wait_event(event)
+        cp = _backend.cupy()
+        return types.SimpleNamespace(ranks=cp.asnumpy(self.ranks[entries], stream=stream),
+                                     pool_min=cp.asnumpy(self.pool_min[rows], stream=stream),
+                                     pool_max=cp.asnumpy(self.pool_max[rows], stream=stream),
+                                     nonfinite=cp.asnumpy(self.nonfinite[rows], stream=stream),
+                                     test_scores=None if self.test_scores is None
+                                     else cp.asnumpy(self.test_scores[entries], stream=stream))
+
 
 def batches(n_users, first_size, run):
-    """Call run(begin, end) over [0, n_users) in batches, halving the batch when memory runs out.
+    """Call run(begin, end) over [0, n_users) in batches, halving the batch when memory runs out;
+    yields each (begin, end) once its run has returned (a generator: iterate it to the end).
 
     CuPy's allocator raises cupy.cuda.memory.OutOfMemoryError, a MemoryError; its sorts (Thrust)
     report a failed scratch allocation as a plain MemoryError (CuPy 14.1 on): both halve.
@@ -385,6 +403,7 @@ def batches(n_users, first_size, run):
                                   "or free GPU memory.") from error
             size = max(1, size // 2)
             continue
+        yield begin, end
         begin = end
 
 
@@ -406,9 +425,12 @@ def _device_csr(X, cache=None):
 
 
 def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_MEMORY, tie_mode=0,
-               with_scores=False):
+               with_scores=False, consume=None):
     """Rank the test items of `users` (sorted host int64 row indices): _cpu.rank_users on the GPU,
-    tie modes and test scores included."""
+    tie modes and test scores included. With `consume`, also consume(lo, hi, part) for each
+    batch in turn, part the results of the rows lo .. hi - 1 on the host (GpuRanking.part; the
+    parts cover every row, in order), a batch's part once the next batch is on the device, so
+    that the host's work on it (the metrics) overlaps the device's."""
     cp = _backend.cupy()
     train_indptr, train_indices = _device_csr(problem.X_train, problem.cache)
     result = GpuRanking(cp, problem.n_users, problem.X_test.nnz, with_scores)
@@ -476,7 +498,30 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
             train_indptr, train_indices, *scorer.launch_args(), pool_min, pool_max, nonfinite, result.ranks,
             result.test_scores if with_scores else _null(), result.pool_min, result.pool_max, result.nonfinite))
 
-    batches(users.shape[0], rows, run)
+    if consume is None:
+        for _ in batches(users.shape[0], rows, run):
+            pass
+        return result
+    # each batch's results to the host while the next batch runs: a copy on the current stream
+    # would wait for the next batch's kernels, queued before it; on a stream of its own (non-blocking:
+    # not ordered behind the legacy default stream's work) it waits only for the event recorded after
+    # the batch's last kernel
+    copies = []  # that stream, made at the first part of fewer than all rows
+
+    def deliver(lo, hi, event):
+        if not copies and (lo, hi) != (0, problem.n_users):
+            copies.append(cp.cuda.Stream(non_blocking=True))
+        consume(lo, hi, result.part(lo, hi, event, problem.X_test.indptr, copies[0] if copies else None))
+
+    done = (0, problem.n_users, None)  # (no user to rank: every row's part, as initialised)
+    for begin, end in batches(users.shape[0], rows, run):
+        if begin > 0:
+            deliver(*done)
+        event = cp.cuda.Event(disable_timing=True)
+        event.record()
+        done = (0 if begin == 0 else int(users[begin]), problem.n_users if end == users.shape[0] else int(users[end]),
+                event)
+    deliver(*done)
     return result
 
 
@@ -674,7 +719,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
         chosen_items, chosen_scores = select_top_k(cp, local, items, exact, keys, nb, k)
         out_items[begin:end], out_scores[begin:end] = chosen_items, chosen_scores
 
-    batches(users.shape[0], rows, run)
+    for _ in batches(users.shape[0], rows, run):
+        pass
     return out_items, out_scores
 
 

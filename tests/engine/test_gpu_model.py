@@ -2,6 +2,8 @@
 same numbers as the CPU engine, bit for bit, on the cases that stress tiles, batches,
 sorting and the exact fallbacks. Runs everywhere; test_gpu.py repeats it on a real GPU."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -48,6 +50,46 @@ def test_tiles_batches_and_near_ties(monkeypatch, rng):
     X_train.eliminate_zeros()
     with model_device(monkeypatch):
         both(X_train, X_test, A, B, batch_size=3)
+
+
+@pytest.mark.parametrize("batch_size", [4, 7, 40])
+def test_each_batch_is_consumed_while_the_next_runs(monkeypatch, rng, batch_size):
+    """The engine takes each batch's results (the rows of a part, copied on a stream of their own
+    that waited for the batch's event) once the next batch is launched, so that the host's metrics
+    overlap the device: parts that cover every row in order, users without test items before,
+    between and after the batches, a subset of users (Evaluator.update), one batch (one copy, no
+    stream); the CPU's numbers."""
+    from gpureco.engine import _engine
+    import gpu_model
+    X_train, X_test, A, B = random_problem(rng, n_users=20, n_items=30)
+    X_test[:, 0], X_train[:, 0] = 1, 0  # every row has a test item
+    X_test[[0, 4, 5, 19]] = 0  # but these: no scores, NaN metrics
+    log = []
+    part_metrics, finish = _engine._part_metrics, gpu_model._Module.functions["finish_batch_f64"]
+    monkeypatch.setattr(_engine, "_part_metrics", lambda *a: log.append(("part", a[6], a[7])) or part_metrics(*a))
+    monkeypatch.setitem(gpu_model._Module.functions, "finish_batch_f64",
+                        lambda grid, block, args: log.append(("batch", grid[0])) or finish(grid, block, args))
+    with model_device(monkeypatch):
+        both(to_csr(X_train), to_csr(X_test), A, B, batch_size=batch_size)
+        log.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            gpureco.calc_reco_metrics(to_csr(X_train), to_csr(X_test), A, B, k=5, batch_size=batch_size, device="gpu")
+        batches = [entry[1] for entry in log if entry[0] == "batch"]
+        parts = [entry[1:] for entry in log if entry[0] == "part"]
+        assert sum(batches) == 16 and len(parts) == len(batches) == -(-16 // batch_size)
+        assert [kind for kind, *_ in log] == ["batch"] + ["batch", "part"] * (len(batches) - 1) + ["part"]
+        assert parts[0][0] == 0 and parts[-1][1] == 20 and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+        log.clear()
+        users = np.array([2, 3, 4, 9, 10, 11, 12, 17])  # a subset, one without test items
+        scores = rng.standard_normal((users.shape[0], 30))
+        out = {device: gpureco.Evaluator(to_csr(X_test), to_csr(X_train), ["NDCG", "ROC_AUC"], 5, device=device,
+                                         output="numpy", batch_size=3) for device in ("cpu", "gpu")}
+        for evaluator in out.values():
+            log.clear()
+            evaluator.update(users, scores)
+        assert [kind for kind, *_ in log] == ["batch", "batch", "part", "batch", "part", "part"]  # the GPU's 7 of 8
+        assert_identical(out["cpu"].compute(), out["gpu"].compute())
 
 
 def test_out_of_memory_halves_the_batch(monkeypatch, rng):
