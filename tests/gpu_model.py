@@ -330,9 +330,6 @@ class Event:  # cupy.cuda.Event: the model's kernels run at their launch, so an 
     def record(self, stream=None):
         self.recorded = True
 
-    def synchronize(self):
-        assert self.recorded, "model: waiting for an event never recorded"
-
 
 class Stream:  # cupy.cuda.Stream other than the current one: its copies must wait for an event
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):

@@ -506,12 +506,13 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
     # would wait for the next batch's kernels, queued before it; on a stream of its own (non-blocking:
     # not ordered behind the legacy default stream's work) it waits only for the event recorded after
     # the batch's last kernel
-    copies = []  # that stream, made at the first part of fewer than all rows
+    copies = None  # that stream, made at the first part of fewer than all rows
 
     def deliver(lo, hi, event):
-        if not copies and (lo, hi) != (0, problem.n_users):
-            copies.append(cp.cuda.Stream(non_blocking=True))
-        consume(lo, hi, result.part(lo, hi, event, problem.X_test.indptr, copies[0] if copies else None))
+        nonlocal copies
+        if copies is None and (lo, hi) != (0, problem.n_users):
+            copies = cp.cuda.Stream(non_blocking=True)
+        consume(lo, hi, result.part(lo, hi, event, problem.X_test.indptr, copies))
 
     done = (0, problem.n_users, None)  # (no user to rank: every row's part, as initialised)
     for begin, end in batches(users.shape[0], rows, run):
