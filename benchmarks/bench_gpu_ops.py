@@ -4,8 +4,8 @@
 At training-loop sizes a GPU call's time is host work: CuPy spends some microseconds of
 Python and driver time on every array operation and launch, and a synchronisation (a
 copy to the host, a size known only on the device) waits for all the device work queued
-before it. This counts both for one call of `calc_reco_metrics` and of an Evaluator (all
-ten metrics at K = 10, factors on the "device"), in the tiles and fused modes, by running
+before it. This counts both for one call of `calc_reco_metrics`, of an Evaluator (all
+ten metrics at K = 10, factors on the "device") and of `top_k` (K = 100), in the tiles and fused modes, by running
 the GPU backend on tests/gpu_model.py's NumPy model of the device, whose arrays here count
 every ufunc, array function, fancy index, assignment and dtype conversion made on them,
 every kernel launch, and every synchronisation (a device array turned into a Python
@@ -228,7 +228,8 @@ def main(argv=None):
         def calls(out):
             return {"calc_reco_metrics": lambda: gpureco.calc_reco_metrics(X_train, X_test, A, B, k=10, all_metrics=True,
                                                                            output=out, device="gpu"),
-                    "Evaluator(A, B)": lambda: evaluators[out](A, B)}
+                    "Evaluator(A, B)": lambda: evaluators[out](A, B),
+                    "top_k(K=100)": lambda: gpureco.top_k(A, B, 100, X_train=X_train, device="gpu", output=out)}
         for mode in args.modes.split(","):
             for what, call in calls("numpy").items():
                 _gpu.FUSED = mode == "fused"

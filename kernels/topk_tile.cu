@@ -208,6 +208,55 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
     }
 }
 
+// One block per user of a batch, after the candidates' defined scores (_gpu.top_k): the user's
+// candidates (entries offsets[b] .. offsets[b + 1], at most TOPK_CAPACITY: a buffer's) ranked
+// as _scores.select_top_k ranks them, larger defined score first (gr_order_key: -0.0 and 0.0
+// alike), then smaller tie key (distinct for distinct items), then the earlier entry; the first
+// k written to row b of out_items and out_scores (the score plus 0.0, as the host's), the rest
+// of the row left as it is (-1 and NaN). A NaN score is never chosen and goes before none.
+// Each candidate's place is the number of the user's candidates that go before it, integer
+// compares of keys read TOPK_SELECT_CHUNK at a time into shared memory: m^2 / TOPK_SELECT_THREADS
+// compares a thread, in place of a sort of the batch's candidates (cupy.lexsort: Thrust's merge
+// sort over three keys, its cost growing with every user's candidates together). Floats are
+// only copied.
+#define TOPK_SELECT_THREADS 256
+#define TOPK_SELECT_CHUNK 1024
+extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
+    const int64_t* __restrict__ offsets, const int64_t* __restrict__ items, const double* __restrict__ scores,
+    const uint64_t* __restrict__ keys, int64_t k, int64_t* __restrict__ out_items, double* __restrict__ out_scores) {
+    __shared__ uint64_t sh_order[TOPK_SELECT_CHUNK];  // gr_order_key of each score; 0 for NaN (no number's key)
+    __shared__ uint64_t sh_key[TOPK_SELECT_CHUNK];
+    const int64_t b = blockIdx.x, c0 = offsets[b];
+    const int m = (int)(offsets[b + 1] - c0);  // at most TOPK_CAPACITY (a buffer's candidates)
+    for (int i0 = 0; i0 < m; i0 += TOPK_SELECT_THREADS) {  // every thread the same rounds: the barriers
+        const int i = i0 + (int)threadIdx.x;
+        const double s = i < m ? scores[c0 + i] : GR_NAN;
+        const bool mine = !isnan(s);
+        const uint64_t o = mine ? gr_order_key(s) : 0, key = i < m ? keys[c0 + i] : 0;
+        int place = 0;
+        for (int j0 = 0; j0 < m; j0 += TOPK_SELECT_CHUNK) {
+            const int n = min(TOPK_SELECT_CHUNK, m - j0);
+            __syncthreads();  // the last chunk read by every thread
+            for (int j = threadIdx.x; j < n; j += TOPK_SELECT_THREADS) {
+                const double sj = scores[c0 + j0 + j];
+                sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);
+                sh_key[j] = keys[c0 + j0 + j];
+            }
+            __syncthreads();
+            if (mine) {
+                for (int j = 0; j < n; ++j) {
+                    const uint64_t oj = sh_order[j], kj = sh_key[j];
+                    place += oj > o || (oj == o && (kj < key || (kj == key && j0 + j < i)));
+                }
+            }
+        }
+        if (mine && place < k) {
+            out_items[b * k + place] = items[c0 + i];
+            out_scores[b * k + place] = gr_add(s, 0.0);
+        }
+    }
+}
+
 // Top-K candidates fused with the scoring, for float32 factor models: topk_tile's buffers
 // filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
 // that no score tile is written or read; fused_topk_f32 scores by float32 FMA chains (FmaTile),

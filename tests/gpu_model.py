@@ -130,6 +130,21 @@ def sort_tests(grid, block, args):
         scores_out[t0:t1], keys_out[t0:t1], entry_out[t0:t1] = scores[t0:t1][order], k[order], entry[t0:t1][order]
 
 
+def topk_select(grid, block, args):
+    """kernels/topk_tile.cu topk_select: each row's candidates (offsets) by defined score (order_key,
+    larger first), then tie key, then entry, by NumPy's lexsort; NaN scores left out; the first k
+    written to the row's k slots (the score plus 0.0), the others left as they are."""
+    offsets, items, scores, keys, k, out_items, out_scores = args
+    k, out_items, out_scores = int(k), out_items.reshape(-1), out_scores.reshape(-1)  # (views: rows of the output)
+    for b in range(grid[0]):
+        c0, c1 = int(offsets[b]), int(offsets[b + 1])
+        s = scores[c0:c1]
+        order = np.lexsort((np.arange(c1 - c0), keys[c0:c1], ~order_key(np, s)))
+        order = order[~np.isnan(s[order])][:k]
+        out_items[b * k: b * k + order.shape[0]] = items[c0:c1][order]
+        out_scores[b * k: b * k + order.shape[0]] = s[order] + 0.0
+
+
 def _pool_stats(u, n_items, train_indptr, train_indices, A, B, n_factors, bias):
     """(min, max, non-finite) of the defined scores of user u's pool, as _reduce_stats folds them,
     from +inf and -inf as the kernel's (an empty pool: those)."""
@@ -391,6 +406,7 @@ class _Module:
                  "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
                  "sort_tests": sort_tests,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile, "topk_finish": topk_finish,
+                 "topk_select": topk_select,
                  "fused_topk_f32": fused_topk, "fused_topk_tf32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,

@@ -110,6 +110,28 @@ def test_top_k_equals_the_cpu(monkeypatch, k):
     assert any(name.startswith("topk_tile") for name, _, _ in cupy.launches) == (k <= 1000)
 
 
+@pytest.mark.parametrize("k, dtype, batch_size", [(1, np.float64, None), (10, np.float32, 5), (700, np.float32, None),
+                                                   (1000, np.float64, 3)])
+def test_top_k_rows_chosen_by_topk_select(monkeypatch, k, dtype, batch_size):
+    """Where no user takes the full-row path, each row's K best candidates are chosen on the
+    device by topk_select (no sort of the batch's candidates): the CPU's lists, with ties
+    (integer factors, noise or not), biases, batches, and K near the candidates' count."""
+    X_train, _, A, B, bias = problem(10 + k, n_users=10, dtype=dtype, integer=k == 10)
+    users = np.arange(2, 10)  # users 0 and 1 (NaN and constant scores) take the full-row path
+    full_rows, sorts = [], []
+    inner, inner_sort = _gpu._full_row_candidates, _gpu.select_top_k
+    monkeypatch.setattr(_gpu, "_full_row_candidates", lambda *a: full_rows.append(a[2].shape[0]) or inner(*a))
+    monkeypatch.setattr(_gpu, "select_top_k", lambda *a: sorts.append(1) or inner_sort(*a))
+    with emulated_device(monkeypatch, **SCHEDULES[k % 3]) as cupy:
+        for noise in (False, True):
+            items, _ = _both_top_k(A, B, k, X_train=X_train, item_biases=bias, users=users, seed=3,
+                                   break_ties_with_noise=noise, batch_size=batch_size)
+            assert (items >= 0).all()
+    assert full_rows == [] and sorts == []
+    launched = [grid for name, grid, _ in cupy.launches if name == "topk_select"]
+    assert sum(grid[0] for grid in launched) == 2 * len(users)
+
+
 def test_given_scores_equal_the_cpu(monkeypatch):
     """evaluate with a score matrix and with a score function: the kernels read rows of it
     through a leading dimension, a tile at a time."""

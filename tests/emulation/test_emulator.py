@@ -15,7 +15,7 @@ import gpu_model
 from emulation.emulator import EmulationError, RawModule, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
-from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance, split_tf32
+from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance, select_top_k, split_tf32
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++) on PATH")
 
@@ -1479,6 +1479,77 @@ def test_topk_finish_equals_the_model(real):
         got = run(real["topk_tile"].get_function("topk_finish"), finish, tiles, schedule=schedule,
                   block_order=block_order, seed=seed)
         assert topk_result(got) == want, schedule
+
+
+def topk_select_case(seed, sizes, k, distinct_keys=True):
+    """Rows of `sizes` candidates for topk_select, as _gpu.top_k hands them over: defined scores with
+    ties (0.0 and -0.0 among them), NaNs of both signs and infinities; tie keys as gr_tie_key makes
+    them (high bits random, low bits the item: distinct in a row), or with repeats (the kernel must
+    not rely on distinct keys); the outputs' rows prefilled with -1 and NaN."""
+    rng = np.random.default_rng(seed)
+    m = int(sum(sizes))
+    scores = np.round(rng.standard_normal(m), 1)
+    special = rng.random(m)
+    for low, value in ((0.0, 0.0), (0.05, -0.0), (0.1, np.nan), (0.12, -np.nan), (0.14, np.inf), (0.16, -np.inf)):
+        scores[(special >= low) & (special < low + (0.05 if low < 0.1 else 0.02))] = value
+    items = np.concatenate([rng.choice(20 * n + 1, n, replace=False) for n in sizes]).astype(np.int64)
+    if distinct_keys:
+        keys = (rng.integers(0, 4, size=m).astype(np.uint64) << np.uint64(32)) | items.astype(np.uint64)
+    else:
+        keys = rng.integers(0, 3, size=m).astype(np.uint64) * np.uint64(1 << 62)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    outputs = (np.full(len(sizes) * k, -1, dtype=np.int64), np.full(len(sizes) * k, np.nan))
+    return [((len(sizes),), (_gpu.TOPK_SELECT_THREADS,), (offsets, items, scores, keys, np.int64(k), *outputs))], outputs
+
+
+@pytest.mark.parametrize("sizes, k", [([0, 1, 5, 0, 300, 2], 3), ([1030, 7, 2100], 1000), ([40] * 5, 64),
+                                      ([8192], 1024)])
+def test_topk_select_equals_the_model(real, sizes, k):
+    """topk_select, as _gpu.top_k launches it, chooses each row's k best candidates as the model and
+    as the host's select_top_k (one lexsort of the batch): rows of no candidate, fewer than k, more
+    than the block's threads, than a chunk of shared memory (two and three chunks), a buffer's 8,192;
+    equal scores, NaN (never chosen), -0.0 (chosen as 0.0), infinities; keys repeated or not."""
+    for distinct in (True, False):
+        launches, outputs = topk_select_case(len(sizes) + k, sizes, k, distinct)
+        offsets, items, scores, keys = launches[0][2][:4]
+        want = run(gpu_model.topk_select, launches, outputs)
+        if distinct:  # the host's choice, a sort of the whole batch (its ties: the entries' order)
+            local = np.repeat(np.arange(len(sizes)), sizes)
+            host = select_top_k(np, local, items, scores, keys, len(sizes), k)
+            np.testing.assert_array_equal(want[0], host[0].reshape(-1))
+            np.testing.assert_array_equal(want[1].view(np.uint64), host[1].reshape(-1).view(np.uint64))
+        numbers = [int((~np.isnan(scores[a:b])).sum()) for a, b in zip(offsets[:-1], offsets[1:])]
+        assert [int((row >= 0).sum()) for row in want[0].reshape(len(sizes), k)] == [min(k, n) for n in numbers]
+        for schedule, block_order, seed in SCHEDULES[:2 if sum(sizes) > 4000 else 3]:
+            got = run(real["topk_tile"].get_function("topk_select"), launches, outputs,
+                      schedule=schedule, block_order=block_order, seed=seed)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1].view(np.uint64), want[1].view(np.uint64))  # -0.0 as 0.0, NaN's
+
+
+@pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
+    ("place += oj > o ||", "place += oj < o ||"),          # the worse score first
+    ("(oj == o && (kj < key ||", "(oj == o && (kj > key ||"),  # the larger tie key first
+    ("(kj == key && j0 + j < i)", "(kj == key && j < i)"),  # entries of a later chunk compared as if in the first
+    ("sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);", "sh_order[j] = gr_order_key(sj);"),  # a NaN goes first
+    ("out_scores[b * k + place] = gr_add(s, 0.0);", "out_scores[b * k + place] = s;"),  # -0.0 kept
+    ("const int n = min(TOPK_SELECT_CHUNK, m - j0);", "const int n = min(TOPK_SELECT_CHUNK, m);"),  # past the row
+])
+def test_topk_select_mutants_are_caught(real, old, new):
+    source = mutate((KERNELS / "topk_tile.cu").read_text(), old, new)
+    kernel = module("topk_tile", source).get_function("topk_select")
+    differs = []
+    for sizes, k, distinct in (([0, 1, 5, 0, 300, 2], 3, False), ([1030, 7, 2100], 1000, True)):
+        launches, outputs = topk_select_case(len(sizes) + k, sizes, k, distinct)
+        want = run(gpu_model.topk_select, launches, outputs)
+        try:
+            got = run(kernel, launches, outputs, schedule="forward")
+        except EmulationError:  # (an access past the row's candidates)
+            differs.append(True)
+            continue
+        differs.append(not (np.array_equal(got[0], want[0]) and
+                            np.array_equal(got[1].view(np.uint64), want[1].view(np.uint64))))
+    assert any(differs)
 
 
 @pytest.mark.parametrize("mutant", FUSED_MUTANTS)

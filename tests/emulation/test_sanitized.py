@@ -190,9 +190,14 @@ for fused in (False, True):
                 lists = [gpureco.top_k(A, B, k, X_train=X_train, item_biases=bias, device=d) for d in ("cpu", "gpu")]
             for cpu, gpu in zip(*lists):
                 np.testing.assert_array_equal(gpu, cpu)
+        # users 2-13: none takes the full-row path, so each row's K best are chosen by topk_select
+        lists = [gpureco.top_k(A, B, 10, X_train=X_train, item_biases=bias, users=np.arange(2, 14), device=d)
+                 for d in ("cpu", "gpu")]
+        for cpu, gpu in zip(*lists):
+            np.testing.assert_array_equal(gpu, cpu)
     launched |= {name for name, _, _ in cupy.launches}
 assert built and launched >= {"rank_tile_f32", "fused_rank_f32", "finish_batch_f32", "pair_scores_f32",
-                              "sort_tests", "topk_tile_f32", "topk_finish", "fused_topk_f32"}, launched
+                              "sort_tests", "topk_tile_f32", "topk_finish", "fused_topk_f32", "topk_select"}, launched
 print("clean")
 """
 RACES = """
