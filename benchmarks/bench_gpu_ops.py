@@ -182,8 +182,8 @@ def counting_cupy(stub_kernels=False):
     cupy.RawModule = Module
     host_copy = cupy.asnumpy
 
-    def asnumpy(a, stream=None):  # a batch's part of the results, copied on a stream of its own
-        _count("syncs", "copy to host (another stream)")
+    def asnumpy(a, stream=None):  # (with a stream: a batch's part of the results, copied on a stream of its own)
+        _count("syncs", "copy to host" if stream is None else "copy to host (another stream)")
         with _on_device():
             return host_copy(_host(a), stream=stream)
     cupy.asnumpy = asnumpy

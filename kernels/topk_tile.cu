@@ -208,6 +208,26 @@ extern "C" __global__ void __launch_bounds__(TOPK_THREADS) topk_finish(int64_t k
     }
 }
 
+// One block per user of a batch, after topk_finish (_gpu.top_k): the user's held candidates,
+// buffer slots 0 .. m - 1 (m = offsets[b + 1] - offsets[b]: its count, or 0 for a user flagged
+// for the full-row path), copied to entries offsets[b] .. offsets[b + 1] - 1 of flat arrays in
+// slot order, with the user's row b (local): the candidates in the order of a scan of the
+// buffers row by row, without a mask of every slot of the batch (cupy.nonzero over nb x
+// TOPK_CAPACITY flags).
+extern "C" __global__ void __launch_bounds__(256) topk_gather(const int64_t* __restrict__ offsets,
+                                                              const int32_t* __restrict__ cand_items,
+                                                              const double* __restrict__ cand_scores,
+                                                              int64_t* __restrict__ local, int64_t* __restrict__ items,
+                                                              double* __restrict__ scores) {
+    const int64_t b = blockIdx.x, c0 = offsets[b];
+    const int m = (int)(offsets[b + 1] - c0);  // at most TOPK_CAPACITY
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        local[c0 + i] = b;
+        items[c0 + i] = cand_items[b * TOPK_CAPACITY + i];
+        scores[c0 + i] = cand_scores[b * TOPK_CAPACITY + i];
+    }
+}
+
 // One block per user of a batch, after the candidates' defined scores (_gpu.top_k): the user's
 // candidates (entries offsets[b] .. offsets[b + 1], at most TOPK_CAPACITY: a buffer's) ranked
 // as _scores.select_top_k ranks them, larger defined score first (gr_order_key: -0.0 and 0.0

@@ -130,6 +130,17 @@ def sort_tests(grid, block, args):
         scores_out[t0:t1], keys_out[t0:t1], entry_out[t0:t1] = scores[t0:t1][order], k[order], entry[t0:t1][order]
 
 
+def topk_gather(grid, block, args):
+    """kernels/topk_tile.cu topk_gather: row b's buffer slots 0 .. m - 1 (m from offsets) copied to
+    entries offsets[b] .. of the flat arrays, with b."""
+    offsets, cand_items, cand_scores, local, items, scores = args
+    for b in range(grid[0]):
+        c0, c1 = int(offsets[b]), int(offsets[b + 1])
+        local[c0:c1] = b
+        items[c0:c1] = cand_items[b * TOPK_CAPACITY: b * TOPK_CAPACITY + c1 - c0]
+        scores[c0:c1] = cand_scores[b * TOPK_CAPACITY: b * TOPK_CAPACITY + c1 - c0]
+
+
 def topk_select(grid, block, args):
     """kernels/topk_tile.cu topk_select: each row's candidates (offsets) by defined score (order_key,
     larger first), then tie key, then entry, by NumPy's lexsort; NaN scores left out; the first k
@@ -406,7 +417,7 @@ class _Module:
                  "pair_scores_f64": pair_scores_kernel, "finish_batch_f32": finish_batch, "finish_batch_f64": finish_batch,
                  "sort_tests": sort_tests,
                  "topk_tile_f32": topk_tile, "topk_tile_f64": topk_tile, "topk_finish": topk_finish,
-                 "topk_select": topk_select,
+                 "topk_select": topk_select, "topk_gather": topk_gather,
                  "fused_topk_f32": fused_topk, "fused_topk_tf32": fused_topk,
                  "abs_max_columns_f32": abs_max_columns, "abs_max_columns_f64": abs_max_columns,
                  "max_row_norm_sq_f32": max_row_norm_sq, "max_row_norm_sq_f64": max_row_norm_sq,

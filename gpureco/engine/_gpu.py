@@ -23,7 +23,7 @@ from ._scores import order_key, row_entries, score_tolerance, select_top_k
 
 RANK_THREADS, RANK_SPAN = 256, 1 << 16  # kernels/rank_tile.cu: threads and items of one block (a whole tile)
 TOPK_THREADS, TOPK_CAPACITY, TOPK_MAX_K = 1024, 8192, 1024  # kernels/topk_tile.cu
-TOPK_SELECT_THREADS = 256  # kernels/topk_tile.cu topk_select
+TOPK_SELECT_THREADS, TOPK_GATHER_THREADS = 256, 256  # kernels/topk_tile.cu topk_select, topk_gather
 TOPK_SAMPLE_PIECES = 16  # top_k with FUSED: the sample that sets each user's threshold, in this many pieces
 TOPK_SAMPLE_RANK = 64  # top_k with FUSED and k above it: the sample's rank (topk_sample_rank) that sets it
 MAGNITUDE_THREADS, MAGNITUDE_BLOCK = 256, 1 << 17  # kernels/magnitudes.cu; values read per block
@@ -696,13 +696,18 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
                 overflow |= count < k
                 if k > sample_k:
                     overflow |= kth < tau
-            held = cp.arange(TOPK_CAPACITY)[None, :] < count[:, None]
-            held &= ~overflow.astype(bool)[:, None]
-            local, slot = cp.nonzero(held.reshape(nb, TOPK_CAPACITY))
-            items = cand_items.reshape(nb, TOPK_CAPACITY)[local, slot].astype(cp.int64)
-            filter_scores = cand_scores.reshape(nb, TOPK_CAPACITY)[local, slot]
-            full_rows = cp.flatnonzero(overflow)
-            held_per_row = cp.where(overflow != 0, 0, count)  # (count <= TOPK_CAPACITY where not flagged)
+            # the held candidates, row by row (a user flagged for the full-row path holds none; one not
+            # flagged holds count <= TOPK_CAPACITY), gathered into flat arrays by topk_gather
+            offsets = cp.concatenate([cp.zeros(1, dtype=cp.int64),
+                                      cp.cumsum(cp.where(overflow != 0, 0, count), dtype=cp.int64)])
+            # their number and the flagged users' in one synchronisation
+            n_held, n_flagged = (int(v) for v in cp.asnumpy(cp.concatenate([offsets[-1:],
+                                                                            cp.sum(overflow != 0, keepdims=True)])))
+            local, items = cp.empty(n_held, dtype=cp.int64), cp.empty(n_held, dtype=cp.int64)
+            filter_scores = cp.empty(n_held)
+            kernel("topk_tile", "topk_gather")((nb,), (TOPK_GATHER_THREADS,), (
+                offsets, cand_items, cand_scores, local, items, filter_scores))
+            full_rows = cp.flatnonzero(overflow) if n_flagged else cp.zeros(0, dtype=cp.int64)
             S = buffer = None  # the score tile's memory, free for the full rows
         else:
             local = items = filter_scores = cp.zeros(0, dtype=cp.int64)
@@ -720,7 +725,6 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
         if scorer.given:
             exact = filter_scores.astype(cp.float64)
         if kernel_path and not parts:  # the candidates by row, each row's at most a buffer's: topk_select
-            offsets = cp.concatenate([cp.zeros(1, dtype=cp.int64), cp.cumsum(held_per_row, dtype=cp.int64)])
             kernel("topk_tile", "topk_select")((nb,), (TOPK_SELECT_THREADS,), (
                 offsets, items, exact, keys, np.int64(k), out_items[begin:end], out_scores[begin:end]))
         else:  # rows of any length (the full-row path's): one sort of the batch's candidates

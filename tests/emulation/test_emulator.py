@@ -1481,6 +1481,55 @@ def test_topk_finish_equals_the_model(real):
         assert topk_result(got) == want, schedule
 
 
+def topk_gather_case(seed, held):
+    """Buffers of len(held) users (random items and scores in every slot) of which row b holds its
+    first held[b] slots (0: none, or a user flagged for the full-row path; up to a whole buffer)."""
+    rng = np.random.default_rng(seed)
+    n = len(held) * gpu_model.TOPK_CAPACITY
+    cand_items = rng.integers(0, 1 << 30, size=n).astype(np.int32)
+    cand_scores = rng.standard_normal(n)
+    offsets = np.concatenate([[0], np.cumsum(held)]).astype(np.int64)
+    m = int(offsets[-1])
+    outputs = (np.full(m, -1, dtype=np.int64), np.full(m, -1, dtype=np.int64), np.full(m, np.nan))
+    return [((len(held),), (_gpu.TOPK_GATHER_THREADS,), (offsets, cand_items, cand_scores, *outputs))], outputs
+
+
+@pytest.mark.parametrize("held", [[0, 3, 300, 0, 8192, 1], [257] * 4])
+def test_topk_gather_equals_the_model(real, held):
+    """topk_gather, as _gpu.top_k launches it, gives the candidates that a scan of the buffers' held
+    slots gave before it (cupy.nonzero over slot < count, row by row), with their rows."""
+    launches, outputs = topk_gather_case(sum(held), held)
+    offsets, cand_items, cand_scores = launches[0][2][:3]
+    want = run(gpu_model.topk_gather, launches, outputs)
+    local, slot = np.nonzero(np.arange(gpu_model.TOPK_CAPACITY)[None, :] < np.array(held)[:, None])
+    np.testing.assert_array_equal(want[0], local)
+    np.testing.assert_array_equal(want[1], cand_items.reshape(len(held), -1)[local, slot])
+    np.testing.assert_array_equal(want[2], cand_scores.reshape(len(held), -1)[local, slot])
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(real["topk_tile"].get_function("topk_gather"), launches, outputs, schedule=schedule,
+                  block_order=block_order, seed=seed)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
+    ("items[c0 + i] = cand_items[b * TOPK_CAPACITY + i];", "items[c0 + i] = cand_items[c0 + i];"),  # packed buffers
+    ("local[c0 + i] = b;", "local[c0 + i] = c0;"),  # the entry for the row
+    ("for (int i = threadIdx.x; i < m; i += blockDim.x) {\n        local", "for (int i = threadIdx.x; i <= m; "
+     "i += blockDim.x) {\n        local"),  # one past the row
+])
+def test_topk_gather_mutants_are_caught(real, old, new):
+    source = mutate((KERNELS / "topk_tile.cu").read_text(), old, new)
+    kernel = module("topk_tile", source).get_function("topk_gather")
+    launches, outputs = topk_gather_case(7, [0, 3, 300, 0, 1])
+    want = run(gpu_model.topk_gather, launches, outputs)
+    try:
+        got = run(kernel, launches, outputs, schedule="forward")
+    except EmulationError:  # (a write past the flat arrays)
+        return
+    assert not all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
 def topk_select_case(seed, sizes, k, distinct_keys=True):
     """Rows of `sizes` candidates for topk_select, as _gpu.top_k hands them over: defined scores with
     ties (0.0 and -0.0 among them), NaNs of both signs and infinities; tie keys as gr_tie_key makes

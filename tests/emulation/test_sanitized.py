@@ -197,7 +197,7 @@ for fused in (False, True):
             np.testing.assert_array_equal(gpu, cpu)
     launched |= {name for name, _, _ in cupy.launches}
 assert built and launched >= {"rank_tile_f32", "fused_rank_f32", "finish_batch_f32", "pair_scores_f32",
-                              "sort_tests", "topk_tile_f32", "topk_finish", "fused_topk_f32", "topk_select"}, launched
+                              "sort_tests", "topk_tile_f32", "topk_finish", "fused_topk_f32", "topk_select", "topk_gather"}, launched
 print("clean")
 """
 RACES = """

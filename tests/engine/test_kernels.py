@@ -37,7 +37,7 @@ NVRTC, NVRTC_MISSING = nvrtc.library()
 BOTH = ("_f32", "_f64")
 ENTRIES = {"rank_tile": [f"rank_tile{s}" for s in BOTH],
            "topk_tile": [f"topk_tile{s}" for s in BOTH] + ["topk_finish", "fused_topk_f32", "fused_topk_tf32",
-                                                                  "topk_select"],
+                                                                  "topk_select", "topk_gather"],
            "exact_scores": [f"{name}{s}" for name in ("pair_scores", "finish_batch") for s in BOTH] + ["sort_tests"],
            "magnitudes": [f"{name}{s}" for name in ("abs_max_columns", "max_row_norm_sq", "row_norms") for s in BOTH]
            + ["split_tf32_f32", "transpose_f32"],
