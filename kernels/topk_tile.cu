@@ -2,8 +2,8 @@
 // so far whose filter score is at least tau - 2 tol, where tau is a lower bound of the
 // K-th largest filter score seen (raised by a radix select whenever the buffer fills up).
 // The buffer therefore holds every item that can be in the top K by the defined score
-// (|filter - defined| <= tol); the host side computes the candidates' defined scores and
-// keeps the K best (ties by key). A user whose near-ties overflow the buffer, or whose
+// (|filter - defined| <= tol); their defined scores are computed (exact_scores.cu
+// pair_scores) and topk_select keeps the K best (ties by key). A user whose near-ties overflow the buffer, or whose
 // filter scores are not all finite (a float32 overflow bounds nothing), is flagged and
 // ranked by the slower full-row path.
 #include "common.cuh"
@@ -236,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(256) topk_gather(const int64_t* __r
 // of the row left as it is (-1 and NaN). A NaN score is never chosen and goes before none.
 // Each candidate's place is the number of the user's candidates that go before it, integer
 // compares of keys read TOPK_SELECT_CHUNK at a time into shared memory: m^2 / TOPK_SELECT_THREADS
-// compares a thread, in place of a sort of the batch's candidates (cupy.lexsort: Thrust's merge
+// compares a thread (any block size up to it works), in place of a sort of the batch's candidates (cupy.lexsort: Thrust's merge
 // sort over three keys, its cost growing with every user's candidates together). Floats are
 // only copied.
 #define TOPK_SELECT_THREADS 256
@@ -248,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
     __shared__ uint64_t sh_key[TOPK_SELECT_CHUNK];
     const int64_t b = blockIdx.x, c0 = offsets[b];
     const int m = (int)(offsets[b + 1] - c0);  // at most TOPK_CAPACITY (a buffer's candidates)
-    for (int i0 = 0; i0 < m; i0 += TOPK_SELECT_THREADS) {  // every thread the same rounds: the barriers
+    for (int i0 = 0; i0 < m; i0 += blockDim.x) {  // every thread the same rounds: the barriers
         const int i = i0 + (int)threadIdx.x;
         const double s = i < m ? scores[c0 + i] : GR_NAN;
         const bool mine = !isnan(s);
@@ -257,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
         for (int j0 = 0; j0 < m; j0 += TOPK_SELECT_CHUNK) {
             const int n = min(TOPK_SELECT_CHUNK, m - j0);
             __syncthreads();  // the last chunk read by every thread
-            for (int j = threadIdx.x; j < n; j += TOPK_SELECT_THREADS) {
+            for (int j = threadIdx.x; j < n; j += blockDim.x) {
                 const double sj = scores[c0 + j0 + j];
                 sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);
                 sh_key[j] = keys[c0 + j0 + j];
@@ -285,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
 // a sample of the items (topk_tile and topk_finish) and tol the larger of the two filters'
 // bounds (whether that reaches every top-K item, the host tells afterwards: _gpu.top_k). Every
 // pool item whose filter score reaches it is appended to the user's buffer (global atomics:
-// any order; the host sorts the candidates by defined score and key), up to TOPK_CAPACITY
+// any order; topk_select orders the candidates by defined score and key), up to TOPK_CAPACITY
 // (count keeps counting past it: topk_finish then flags the user). A pool score that is not
 // finite flags the user for the full-row path, as in topk_tile. An overflowed user
 // (overflow[b] set before the launch) is skipped. One block takes FUSED_USERS rows and a span

@@ -724,6 +724,8 @@ def top_k(train, users, scorer, k, seed, noise, batch_size=None, max_memory=DEFA
         exact, keys = scorer.pairs(batch, local, items, user_rows, seed, noise)
         if scorer.given:
             exact = filter_scores.astype(cp.float64)
+        # (topk_select writes straight into the output's rows: the batch's last step, so that a retry after an
+        # out-of-memory error finds its rows as they were)
         if kernel_path and not parts:  # the candidates by row, each row's at most a buffer's: topk_select
             kernel("topk_tile", "topk_select")((nb,), (TOPK_SELECT_THREADS,), (
                 offsets, items, exact, keys, np.int64(k), out_items[begin:end], out_scores[begin:end]))
