@@ -1577,9 +1577,10 @@ def test_topk_select_equals_the_model(real, sizes, k):
 
 
 @pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
-    ("place += oj > o ||", "place += oj < o ||"),          # the worse score first
-    ("(oj == o && (kj < key ||", "(oj == o && (kj > key ||"),  # the larger tie key first
+    ("above += oj > o;", "above += oj < o;"),              # the worse score first
+    ("o && (kj < key ||", "o && (kj > key ||"),             # the larger tie key first
     ("(kj == key && j0 + j < i)", "(kj == key && j < i)"),  # entries of a later chunk compared as if in the first
+    ("if (same > self) {", "if (same > 1) {"),             # a tie with one candidate of another chunk missed
     ("sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);", "sh_order[j] = gr_order_key(sj);"),  # a NaN goes first
     ("out_scores[b * k + place] = gr_add(s, 0.0);", "out_scores[b * k + place] = s;"),  # -0.0 kept
     ("const int n = min(TOPK_SELECT_CHUNK, m - j0);", "const int n = min(TOPK_SELECT_CHUNK, m);"),  # past the row
