@@ -3,9 +3,9 @@
 // K-th largest filter score seen (raised by a radix select whenever the buffer fills up).
 // The buffer therefore holds every item that can be in the top K by the defined score
 // (|filter - defined| <= tol); their defined scores are computed (exact_scores.cu
-// pair_scores) and topk_select keeps the K best (ties by key). A user whose near-ties overflow the buffer, or whose
-// filter scores are not all finite (a float32 overflow bounds nothing), is flagged and
-// ranked by the slower full-row path.
+// pair_scores) and topk_select keeps the K best (ties by key). A user whose near-ties
+// overflow the buffer, or whose filter scores are not all finite (a float32 overflow bounds
+// nothing), is flagged and ranked by the slower full-row path.
 #include "common.cuh"
 #include "score_tile.cuh"  // fused_topk
 
@@ -237,9 +237,10 @@ extern "C" __global__ void __launch_bounds__(256) topk_gather(const int64_t* __r
 // Each candidate's place is the number of the user's candidates that go before it, integer
 // compares of keys read TOPK_SELECT_CHUNK at a time into shared memory: m^2 / TOPK_SELECT_THREADS
 // compares of order keys a thread (any block size up to it works), the tie keys compared only
-// where another candidate has the same score, in place of a sort of the batch's candidates (cupy.lexsort: Thrust's merge
-// sort over three keys, its cost growing with every user's candidates together). Floats are
-// only copied.
+// where another candidate has the same score, in place of a sort of the batch's candidates
+// (cupy.lexsort: Thrust's merge sort over three keys, its cost growing with every user's
+// candidates together). Floats are only copied. (sort_tests in exact_scores.cu places a
+// batch's test items the same way, all of them and NaN included, from one chunk.)
 #define TOPK_SELECT_THREADS 256
 #define TOPK_SELECT_CHUNK 1024
 extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
