@@ -9,6 +9,9 @@ correctness, then the speed the issue is about):
 - gpu_tests: every test marked `gpu` (pytest -m gpu), the determinism step's cases among them;
 - bench: benchmarks/bench_gpu.py (default: 10,000 users x 1,000,000 items x 128 factors;
   FP32 tiles, TF32, fused, the cuBLAS floor, torch and CuPy pipelines, tile shapes);
+- commits (only when named in --steps): benchmarks/bench_commits.py with --commits-args, the
+  same calls timed at several commits, each commit's numbers compared with the first's: a
+  session's first measurement of changes made without a GPU, one change at a time;
 - gpu_tests_fused: the GPU tests with the fused kernels on (_gpu.FUSED = True);
 - ncu: Nsight Compute on one launch each of rank_tile_f32 and fused_rank_f32 (speed of
   light, warp states, occupancy) over a 2,000 x 1,000,000 x 128 problem: the readings the
@@ -119,9 +122,11 @@ def environment(env):
     return info
 
 
-STEPS = ("build", "gpu_tests", "bench", "gpu_tests_fused", "ncu", "sweep", "training_loop", "suite", "determinism")
-MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "ncu": 60,
-               "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
+STEPS = ("build", "gpu_tests", "bench", "commits", "gpu_tests_fused", "ncu", "sweep", "training_loop", "suite",
+         "determinism")
+DEFAULT_STEPS = tuple(step for step in STEPS if step != "commits")  # commits: only when named, with --commits-args
+MIN_SECONDS = {"build": 30, "determinism": 30, "gpu_tests": 60, "gpu_tests_fused": 60, "bench": 120, "commits": 90,
+               "ncu": 60, "sweep": 150, "training_loop": 45, "suite": 180}  # a step starts only with this much left
 # and runs at most this long, so that one slow step (the GPU tests compiling every kernel, say) cannot
 # take the whole budget from the bench behind it: a device session has 15 minutes in all
 MAX_SECONDS = {"build": 150, "determinism": 120, "gpu_tests": 180, "gpu_tests_fused": 180, "bench": 240, "ncu": 150,
@@ -182,6 +187,11 @@ def run_step(name, env, timeout, args, bench_out):
         code, output = run([sys.executable, "benchmarks/bench_gpu.py", "--out", str(bench_out),
                             *shlex.split(args.bench_args)], env=env, timeout=timeout)
         return {"ok": code == 0, "summary": table_of(output) if code == 0 else output[-2000:]}
+    if name == "commits":  # its own budget ends it in time to write its table (no process starts after it)
+        code, output = run([sys.executable, "benchmarks/bench_commits.py", "--out", str(bench_out),
+                            "--budget", str(max(1, timeout - 60)), *shlex.split(args.commits_args)],
+                           env=env, timeout=timeout)
+        return {"ok": code == 0, "summary": table_of(output) if "| call |" in output else output[-2000:]}
     if name == "ncu":
         outputs, codes = [], []
         sections = [a for s in ncu_sections() for a in ("--section", s)]
@@ -244,12 +254,14 @@ def main(argv=None):
     started = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    parser.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of: {', '.join(STEPS)}")
+    parser.add_argument("--steps", default=",".join(DEFAULT_STEPS), help=f"comma-separated, of: {', '.join(STEPS)}")
     parser.add_argument("--budget", type=float, default=560.0, help="seconds for the whole command")
     parser.add_argument("--workers", type=int, default=0,
                         help="pytest-xdist workers for the GPU test steps, where xdist is installed (0: none)")
     parser.add_argument("--bench-args", default="", help="arguments for bench_gpu.py")
     parser.add_argument("--sweep-args", default="", help="arguments for bench_gpu_sweep.py")
+    parser.add_argument("--commits-args", default="--commits HEAD", help="arguments for bench_commits.py "
+                        "(the commits step), e.g. --commits 08b7a88,HEAD --calls fp32,topk1000")
     args = parser.parse_args(argv)
     chosen = [step.strip() for step in args.steps.split(",") if step.strip()]
     unknown = sorted(set(chosen) - set(STEPS))
