@@ -40,6 +40,12 @@ static_assert(RANK_SPAN % (32 * RANK_ROUND) == 0, "a block's rounds read whole w
 #define RANK_CELLS 1024
 #endif
 
+// Bit gr_round_bit(j) of the training bitmap: the span's item j, a round's 128 items (RANK_ROUND = 4 of
+// each lane: items j0 + 32 q + lane, q < 4) lane by lane, so that a lane's 4 bits of a round are one nibble:
+// bit 4 lane + q of the round's 4 words.
+__device__ __forceinline__ int gr_round_bit(int j) { return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3); }
+static_assert(RANK_ROUND == 4, "gr_round_bit: a lane's bits of a round are a nibble");
+
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,
                           const int64_t* __restrict__ users, const int64_t* __restrict__ train_indptr,
@@ -49,7 +55,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                           int32_t* __restrict__ nonfinite, const double* __restrict__ tol,
                           const T* __restrict__ A, const T* __restrict__ B, int64_t n_factors,
                           const double* __restrict__ bias, uint64_t seed, int noise) {
-    __shared__ uint32_t train_bits[RANK_SPAN / 32];
+    __shared__ uint32_t train_bits[RANK_SPAN / 32];  // gr_round_bit's layout: a round's 128 items in 4 words
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_NOWHERE_WORD + 1];  // (the word RANK_NOWHERE_WORD is never read)
@@ -70,7 +76,8 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     const double* ts = test_scores + t0;
     const double tl = tol[b];
 
-    for (int64_t i = threadIdx.x; i < (span_n + 31) / 32; i += blockDim.x) train_bits[i] = 0;
+    // (every word of the span's rounds, the last round's whole: its items before the span's end may lie in any)
+    for (int64_t i = threadIdx.x; i < (span_n + 127) / 128 * 4; i += blockDim.x) train_bits[i] = 0;
     if (threadIdx.x == 0) train_range[0] = gr_lower_bound(train, n_train, first_item);
     if (threadIdx.x == 32 % blockDim.x) train_range[1] = gr_lower_bound(train, n_train, first_item + span_n);
     if (in_shared) {
@@ -93,7 +100,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     for (int k = threadIdx.x; k < n_cells; k += blockDim.x)
         sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, scale, cells.last, k);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
-        const int64_t j = train[t] - first_item;
+        const int j = gr_round_bit((int)(train[t] - first_item));
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
     }
     __syncthreads();
@@ -122,19 +129,29 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     // pool statistics as they are, by selects (a branch per item cost more instructions than the
     // item's own work, and parted the warp's lanes).
     const int n_span = (int)span_n;  // at most RANK_SPAN
-    const uint32_t lane_bit = 1u << lane;
+    const T* row_lane = row + lane;  // the lane's scores and biases of a round: [j0 + 32 q]
+    const double* bias_lane = bias ? bias + first_item + lane : bias;
     for (int j0 = (threadIdx.x - lane) * RANK_ROUND; j0 < n_span; j0 += blockDim.x * RANK_ROUND) {
         T s[RANK_ROUND];
-        uint32_t pool = 0, defer = 0, search = 0;  // bit q: item j0 + 32 q + lane is a pool item; it waits for
-                                                   // its defined score; its cell does not place it
+        uint32_t defer = 0, search = 0;  // bit q: item j0 + 32 q + lane waits for its defined score; its cell
+                                         // does not place it
+        // bit q: item j0 + 32 q + lane is a pool item: not a training item (the lane's 4 training bits of the
+        // round together, gr_round_bit), and before the span's end
+        uint32_t pool = ~(train_bits[(j0 >> 5) + (lane >> 3)] >> (4 * (lane & 7))) & 0xFu;
+        if (j0 + 32 * RANK_ROUND <= n_span) {  // every round but the span's last (the same in the warp): no bounds
 #pragma unroll
-        for (int q = 0; q < RANK_ROUND; ++q) {
-            const int j = j0 + 32 * q + lane;
-            // (its training word is the round's word q, the same in every lane: j0 is a multiple of 32
-            // RANK_ROUND; in the span's last round a word past it may be read, within the bitmap, and not used)
-            pool |= (uint32_t)(j < n_span && !(train_bits[(j0 >> 5) + q] & lane_bit)) << q;
-            s[q] = j < n_span ? row[j] : (T)0;
-            if (!given && bias) s[q] = s[q] + (j < n_span ? (T)bias[first_item + j] : (T)0);
+            for (int q = 0; q < RANK_ROUND; ++q) {
+                s[q] = row_lane[j0 + 32 * q];
+                if (!given && bias) s[q] = s[q] + (T)bias_lane[j0 + 32 * q];
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < RANK_ROUND; ++q) {
+                const int j = j0 + 32 * q + lane;
+                pool &= ~((uint32_t)(j >= n_span) << q);
+                s[q] = j < n_span ? row[j] : (T)0;
+                if (!given && bias) s[q] = s[q] + (j < n_span ? (T)bias[first_item + j] : (T)0);
+            }
         }
         if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
 #pragma unroll

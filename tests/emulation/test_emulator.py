@@ -1317,7 +1317,7 @@ def rank_outputs(outputs):
 
 
 RANK_MUTANTS = {  # (file, old, new, occurrence)
-    "off-by-one j <= n_span": ("rank_tile.cu", "(j < n_span && !(train_bits", "(j <= n_span && !(train_bits", 1),
+    "off-by-one j <= n_span": ("rank_tile.cu", "pool &= ~((uint32_t)(j >= n_span) << q);", "pool &= ~((uint32_t)(j > n_span) << q);", 1),
     "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
     "bands from the wrong end": ("bands.cuh", "if (bands.low(k - 1) > s)", "if (bands.high(k - 1) > s)", 1),
     "a round settled before the warp's queue is written": ("bands.cuh", "__syncwarp();", "", 1),
@@ -1331,7 +1331,9 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
                                                      "for (int k = threadIdx.x; k < min(n_cells, 512);", 1),
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
-    "a neighbour's training bit": ("rank_tile.cu", "lane_bit = 1u << lane;", "lane_bit = 1u << (lane ^ 1);", 1),
+    "a neighbour's training bits": ("rank_tile.cu", ">> (4 * (lane & 7))) & 0xFu;", ">> (4 * ((lane ^ 1) & 7))) & 0xFu;", 1),
+    "a round's training bits item-major": ("rank_tile.cu", "return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3);",
+                                           "return j;", 1),
     "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(in && e > GR_CELL_NOWHERE) << q;",
                                                   "search = (uint32_t)(in && e > GR_CELL_NOWHERE) << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
@@ -1355,6 +1357,24 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     assert not caught(original, launches, outputs, want, rank_outputs)
     mutated = mutated_module(tmp_path, "rank_tile", *RANK_MUTANTS[mutant])
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+
+
+PARTIAL_ROUND_MUTANTS = {  # (file, old, new, occurrence): a span whose last round holds 48 items, lanes 0-31 and 0-15
+    "the last round's training words not cleared": ("rank_tile.cu", "i < (span_n + 127) / 128 * 4;", "i < (span_n + 31) / 32;", 1),
+    "the span's last round read as a whole one": ("rank_tile.cu", "if (j0 + 32 * RANK_ROUND <= n_span)",
+                                                  "if (j0 + 32 * RANK_ROUND <= n_span + 64)", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", PARTIAL_ROUND_MUTANTS)
+def test_rank_tile_partial_round_mutants_are_caught(real, mutant, tmp_path):
+    p = Problem(seed=23, dtype=np.float32, train_density=0.3)
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=SPAN + 944)  # 944 = 7 rounds + 48
+    assert (SPAN + 944) < p.n_items
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", *PARTIAL_ROUND_MUTANTS[mutant])
+    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
 
 
 POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
