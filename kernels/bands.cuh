@@ -148,6 +148,8 @@ __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T 
 // nowhere for a user of no test item). No branch: the cell is read for every score (gr_cell's
 // clamps keep any score in the table, NaN in its first cell) and the answer chosen by a select,
 // so that a warp's lanes never part ways here; the callers test the entry against GR_CELL_NOWHERE.
+// (fused_rank's; rank_tile reads the entry of a score's cell itself, a non-pool item's score made
+// NaN, and searches a lane's round whose scores are not all finite.)
 template <typename T>
 __device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, T worst, T s) {
     const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
@@ -176,7 +178,7 @@ __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T w
     return c == GR_DEFER;
 }
 
-// A lane's round of items placed by their cells (gr_place_cell), the items their cells do not
+// A lane's round of items placed by their cells (gr_place_cell, or rank_tile's own read), the items their cells do not
 // place (an entry above GR_CELL_NOWHERE) placed by gr_place after the round's others, one at a time: so a warp runs the
 // search as often as its busiest lane has such items, where searching each item in its turn ran
 // it for every item that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items

@@ -11,7 +11,7 @@
 // One block takes one user and up to RANK_SPAN items (a whole cuBLAS tile): its set-up (the
 // training bitmap, the test items' bands) and its barriers are paid once per 65,536 items.
 // A pool item is compared with the bands of the test items in the filter's own type (float
-// for float factors): its cell's entry in the user's table (bands.cuh: gr_place_cell), or
+// for float factors): its cell's entry in the user's table (bands.cuh: gr_cell, gr_cell_entry), or
 // where the cell holds a band's edge the count of bands wholly above it, then one compare
 // with the next band (after the lane's other items of the round: gr_search_round). Only an
 // item inside a band goes to the defined score, and not at once: each warp queues such
@@ -28,9 +28,16 @@
 #define RANK_ROUND 4  // items of a lane per round
 static_assert(RANK_SPAN % (32 * RANK_ROUND) == 0, "a block's rounds read whole words of its training bitmap");
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
-// a word past the counts that an item counted nowhere adds to, so that every item's count is one
-// unconditional ATOMS.POPC.INC (no branch around it); in bank 31, which a user's first 31 places avoid
-#define RANK_NOWHERE_WORD (RANK_SHARED_TESTS + 31)
+// The shared counts: places 0 .. m - 1, then 32 words no place reaches. An item placed by its cell is counted
+// at its cell's entry (one unconditional ATOMS.POPC.INC, no branch around it): an entry that is no place
+// (GR_CELL_NOWHERE, GR_CELL_DEFER, GR_CELL_SEARCH: 253 .. 255) counts in a word that is never read: past the
+// places of a user with a table (m <= GR_CELL_TESTS = 253), past RANK_SHARED_TESTS for a user without one, whose
+// entries count from RANK_NO_TABLE_BASE on.
+#define RANK_COUNT_WORDS (RANK_SHARED_TESTS + 32)
+#define RANK_NO_TABLE_BASE (RANK_COUNT_WORDS - 256)
+static_assert(RANK_NO_TABLE_BASE + GR_CELL_NOWHERE >= RANK_SHARED_TESTS &&
+              RANK_NO_TABLE_BASE + GR_CELL_SEARCH < RANK_COUNT_WORDS && GR_CELL_TESTS <= GR_CELL_NOWHERE,
+              "an entry that is no place counts past every place");
 // a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items (GR_CELLS in a smaller one):
 // 1,024, but GR_CELLS on an A100 or Orin (164 KB of shared memory an SM), where 896 more bytes a
 // block would fit 6 blocks an SM instead of 7
@@ -58,7 +65,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ uint32_t train_bits[RANK_SPAN / 32];  // gr_round_bit's layout: a round's 128 items in 4 words
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
-    __shared__ int32_t sh_cnt[RANK_NOWHERE_WORD + 1];  // (the word RANK_NOWHERE_WORD is never read)
+    __shared__ int32_t sh_cnt[RANK_COUNT_WORDS];
     __shared__ uint8_t sh_cells[RANK_CELLS];
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
@@ -106,6 +113,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __syncthreads();
 
     int32_t* counts = in_shared ? sh_cnt : cnt + t0;  // for the defined scores (rare)
+    int32_t* cell_counts = scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE;  // an item counted at its cell's entry
     const T* row = S + b * ld + span_begin;
     const T* a = n_factors > 0 ? A + u * n_factors : A;
     const int lane = threadIdx.x & 31;
@@ -119,15 +127,15 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     int32_t* queue = warp_queue[threadIdx.x >> 5];
     int queued = 0;  // the same in every lane of the warp
     T mn = (T)GR_INF, mx = -(T)GR_INF;
-    // a pool score not finite: where the counts are in shared memory, every such score searches
-    // (gr_place_cell), and the search sees it (gr_search_round's `seen`): nothing an item
+    // a pool score not finite: where the counts are in shared memory, its lane's round searches
+    // every pool item, and the search sees it (gr_search_round's `seen`): nothing an item
     int bad = 0;
     // a warp takes RANK_ROUND x 32 consecutive items a round, lane + 32 q for q < RANK_ROUND (all
     // lanes the same number of rounds): the round's scores loaded at once, one vote for the round.
     // No branch per item: every score of the span is loaded (a training item's too), and where
     // the scores are counted in shared memory, a non-pool item is counted nowhere and leaves the
-    // pool statistics as they are, by selects (a branch per item cost more instructions than the
-    // item's own work, and parted the warp's lanes).
+    // pool statistics as they are, by one select (a branch per item cost more instructions than
+    // the item's own work, and parted the warp's lanes).
     const int n_span = (int)span_n;  // at most RANK_SPAN
     const T* row_lane = row + lane;  // the lane's scores and biases of a round: [j0 + 32 q]
     const double* bias_lane = bias ? bias + first_item + lane : bias;
@@ -154,15 +162,27 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             }
         }
         if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
+            // a non-pool item's score is NaN: fmin and fmax pass over it, and its cell is 0 (gr_cell), whose entry
+            // places it nowhere; so no pool bit is tested again. A lane's round with a score that is not finite
+            // (rare: the filter overflowed, for a pool item or not, or the round's sum did) has its pool items
+            // searched instead, not placed by their cells: gr_place defers a non-finite one, and the search flags it.
+            T p[RANK_ROUND], sum = s[0];
 #pragma unroll
             for (int q = 0; q < RANK_ROUND; ++q) {
-                const bool in = (pool >> q) & 1u;
-                const T p = in ? s[q] : (T)GR_NAN;  // fmin and fmax pass over NaN: a non-pool item changes nothing
-                mn = fmin(mn, p);
-                mx = fmax(mx, p);
-                const int e = gr_place_cell(cells, worst, s[q]);  // (any score: a training item's too)
-                gr_add_count(sh_cnt, in && e < GR_CELL_NOWHERE ? e : RANK_NOWHERE_WORD);
-                search |= (uint32_t)(in && e > GR_CELL_NOWHERE) << q;
+                p[q] = (pool >> q) & 1u ? s[q] : (T)GR_NAN;
+                mn = fmin(mn, p[q]);
+                mx = fmax(mx, p[q]);
+                if (q > 0) sum = sum + s[q];
+            }
+            if (isfinite(sum)) {
+#pragma unroll
+                for (int q = 0; q < RANK_ROUND; ++q) {
+                    const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
+                    gr_add_count(cell_counts, e);
+                    search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
+                }
+            } else {
+                search = pool;
             }
         } else {
 #pragma unroll

@@ -1334,16 +1334,19 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a neighbour's training bits": ("rank_tile.cu", ">> (4 * (lane & 7))) & 0xFu;", ">> (4 * ((lane ^ 1) & 7))) & 0xFu;", 1),
     "a round's training bits item-major": ("rank_tile.cu", "return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3);",
                                            "return j;", 1),
-    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(in && e > GR_CELL_NOWHERE) << q;",
-                                                  "search = (uint32_t)(in && e > GR_CELL_NOWHERE) << q;", 1),
+    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
+                                                  "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
     "a search ending inside a band not deferred": ("bands.cuh", "else if (c == GR_DEFER) defer |= 1u << q;", "", 1),
-    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? e : GR_CELL_SEARCH;",
-                                                      "return isfinite(s) ? e : GR_CELL_NOWHERE;", 1),
+    "a round with a score not finite placed by its cells": ("rank_tile.cu", "if (isfinite(sum)) {", "if (true) {", 1),
+    "such a round's pool items not searched": ("rank_tile.cu", "search = pool;", "search = 0;", 1),
+    "a round's finiteness from its last score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];", "sum = s[q];", 1),
     "a non-finite score not flagged": ("rank_tile.cu", "[&](T v) { bad |= !isfinite(v); }", "[&](T v) {}", 1),
-    "a training item counted": ("rank_tile.cu", "in && e < GR_CELL_NOWHERE ? e", "e < GR_CELL_NOWHERE ? e", 1),
-    "a training item searched": ("rank_tile.cu", "(in && e > GR_CELL_NOWHERE)", "(e > GR_CELL_NOWHERE)", 1),
-    "an item counted nowhere counted at place 0": ("rank_tile.cu", "? e : RANK_NOWHERE_WORD", "? e : 0", 1),
+    "a training item placed by its cell": ("rank_tile.cu", "gr_cell(p[q], worst,", "gr_cell(s[q], worst,", 1),
+    "an item counted nowhere counted at place 0": ("rank_tile.cu", "gr_add_count(cell_counts, e);",
+                                                   "gr_add_count(cell_counts, e < GR_CELL_NOWHERE ? e : 0);", 1),
+    "a user with a table counting past its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
+                                                     "sh_cnt + RANK_NO_TABLE_BASE", 1),
 }
 
 
@@ -1357,6 +1360,24 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     assert not caught(original, launches, outputs, want, rank_outputs)
     mutated = mutated_module(tmp_path, "rank_tile", *RANK_MUTANTS[mutant])
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+
+
+NO_TABLE_MUTANTS = {  # (file, old, new, occurrence): users of 254 to 1,024 test items, in shared memory, no table
+    "a user without a table counting at its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
+                                                      "sh_cnt", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", NO_TABLE_MUTANTS)
+def test_rank_tile_no_table_mutants_are_caught(real, mutant, tmp_path):
+    p = Problem(seed=24, dtype=np.float32, test_density=0.06)
+    n_tests = p.test.sum(axis=1)
+    assert ((n_tests > 253) & (n_tests <= 1024)).all()  # (GR_CELL_TESTS, RANK_SHARED_TESTS)
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", *NO_TABLE_MUTANTS[mutant])
+    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
 
 
 PARTIAL_ROUND_MUTANTS = {  # (file, old, new, occurrence): a span whose last round holds 48 items, lanes 0-31 and 0-15
@@ -1378,8 +1399,8 @@ def test_rank_tile_partial_round_mutants_are_caught(real, mutant, tmp_path):
 
 
 POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
-    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, p);", "mn = fmin(mn, s[q]);", 1),
-    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, p);", "mx = fmax(mx, s[q]);", 1),
+    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, p[q]);", "mn = fmin(mn, s[q]);", 1),
+    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, p[q]);", "mx = fmax(mx, s[q]);", 1),
 }
 
 
@@ -1394,6 +1415,8 @@ def test_rank_tile_pool_mutants_are_caught(real, mutant, tmp_path):
 
 
 FUSED_MUTANTS = {  # (file, old, new)
+    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? e : GR_CELL_SEARCH;",
+                                                      "return isfinite(s) ? e : GR_CELL_NOWHERE;"),
     "missing barrier after a factor step": ("score_tile.cuh",
                                             "        if (more) store(buf ^ 1);\n        __syncthreads();",
                                             "        if (more) store(buf ^ 1);"),
