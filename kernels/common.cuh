@@ -189,6 +189,27 @@ GR_HD double gr_from_order_key(uint64_t key) {
 #endif
 }
 
+// A place by counting (sort_tests, topk_select: one block a user, the user's entries in shared memory):
+// how many of a chunk's n entries (order keys order[j], tie keys key[j]: entry j0 + j) go before entry i
+// (order key o, tie key k): a larger order key, or the same and a smaller tie key, or both the same and an
+// earlier entry. The common loop compares order keys alone; the tie keys only where another entry of the
+// chunk has the same order key (rare but for ties). Integer compares only.
+GR_HD int gr_count_before(const uint64_t* order, const uint64_t* key, int n, int j0, uint64_t o, uint64_t k, int i) {
+    int above = 0, same = 0;  // the chunk's entries of a larger order key; of the same (entry i's too, if in it)
+    for (int j = 0; j < n; ++j) {
+        const uint64_t oj = order[j];
+        above += oj > o;
+        same += oj == o;
+    }
+    if (same > (i >= j0 && i < j0 + n)) {
+        for (int j = 0; j < n; ++j) {
+            const uint64_t kj = key[j];
+            above += order[j] == o && (kj < k || (kj == k && j0 + j < i));
+        }
+    }
+    return above;
+}
+
 GR_HD double gr_inf() { return gr_from_order_key(0xFFF0000000000000ULL); }  // +infinity
 #define GR_INF gr_inf()
 GR_HD double gr_nan() { return gr_from_order_key(0xFFF8000000000000ULL); }  // a quiet NaN (NVRTC has no NAN)

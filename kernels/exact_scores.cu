@@ -20,8 +20,8 @@ __device__ void pair_scores(const int64_t* __restrict__ users, const int64_t* __
 // kernels: the user's test entries sorted best-first, as _scores.order_key sorts them on the
 // host: larger defined score first (gr_order_key: -0.0 and 0.0 alike, a NaN by its bits), then
 // smaller tie key, then the earlier entry. Each entry's place is the number of the user's
-// entries that go before it (integer compares of the keys in shared memory: m^2 / 128 per
-// thread, for a user of at most SORT_TESTS_MAX entries; _gpu.sort_tests sorts a batch with a
+// entries that go before it (gr_count_before: integer compares of the keys in shared memory, m^2 /
+// 128 per thread, for a user of at most SORT_TESTS_MAX entries; _gpu.sort_tests sorts a batch with a
 // larger user by cupy.lexsort instead). With use_keys 0 every tie key is tie_key (the tie
 // modes: the entries of one score by ascending entry). Floats are only copied.
 #define SORT_TESTS_THREADS 128
@@ -40,12 +40,8 @@ extern "C" __global__ void __launch_bounds__(SORT_TESTS_THREADS) sort_tests(
     }
     __syncthreads();
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        const uint64_t o = sh_order[i], k = sh_key[i];
-        int place = 0;
-        for (int j = 0; j < m; ++j) {
-            const uint64_t oj = sh_order[j], kj = sh_key[j];
-            place += oj > o || (oj == o && (kj < k || (kj == k && j < i)));
-        }
+        const uint64_t k = sh_key[i];
+        const int place = gr_count_before(sh_order, sh_key, m, 0, sh_order[i], k, i);
         scores_out[t0 + place] = scores[t0 + i];
         keys_out[t0 + place] = k;
         entry_out[t0 + place] = entry[t0 + i];

@@ -235,11 +235,11 @@ extern "C" __global__ void __launch_bounds__(256) topk_gather(const int64_t* __r
 // k written to row b of out_items and out_scores (the score plus 0.0, as the host's), the rest
 // of the row left as it is (-1 and NaN). A NaN score is never chosen and goes before none.
 // Each candidate's place is the number of the user's candidates that go before it, integer
-// compares of keys read TOPK_SELECT_CHUNK at a time into shared memory: m^2 / TOPK_SELECT_THREADS
-// compares of order keys a thread (any block size up to it works), the tie keys compared only
-// where another candidate has the same score, in place of a sort of the batch's candidates
-// (cupy.lexsort: Thrust's merge sort over three keys, its cost growing with every user's
-// candidates together). Floats are only copied. (sort_tests in exact_scores.cu places a
+// compares of keys read TOPK_SELECT_CHUNK at a time into shared memory (gr_count_before: m^2 /
+// TOPK_SELECT_THREADS compares of order keys a thread, any block size up to it, the tie keys
+// compared only where another candidate has the same score), in place of a sort of the batch's
+// candidates (cupy.lexsort: Thrust's merge sort over three keys, its cost growing with every
+// user's candidates together). Floats are only copied. (sort_tests in exact_scores.cu places a
 // batch's test items the same way, all of them and NaN included, from one chunk.)
 #define TOPK_SELECT_THREADS 256
 #define TOPK_SELECT_CHUNK 1024
@@ -265,22 +265,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
                 sh_key[j] = keys[c0 + j0 + j];
             }
             __syncthreads();
-            if (mine) {
-                int above = 0, same = 0;  // the chunk's candidates of a larger score; of the same (itself too)
-                for (int j = 0; j < n; ++j) {
-                    const uint64_t oj = sh_order[j];
-                    above += oj > o;
-                    same += oj == o;
-                }
-                place += above;
-                const int self = i >= j0 && i < j0 + n;
-                if (same > self) {  // rare (a score shared): those of a smaller key, or of the same and earlier
-                    for (int j = 0; j < n; ++j) {
-                        const uint64_t kj = sh_key[j];
-                        place += sh_order[j] == o && (kj < key || (kj == key && j0 + j < i));
-                    }
-                }
-            }
+            if (mine) place += gr_count_before(sh_order, sh_key, n, j0, o, key, i);
         }
         if (mine && place < k) {
             out_items[b * k + place] = items[c0 + i];

@@ -490,6 +490,28 @@ class Problem:
         self.B[np.flatnonzero(pool)[0], 0] = np.inf
         return self
 
+    def with_a_nan_at_each_round_position(self):
+        """Users 2, 3 and 4 each with one NaN pool score (0 x inf), as item q = 1, 2 and 3 of a round of
+        the first rank_tile block (items 32 q + lane, lanes 5, 9 and 13: each the only non-finite score
+        of its lane's round); the three items are training items of every other user, whose scores
+        there are +-inf (a round with a non-finite training score and finite pool items) or NaN (user
+        1's every score). For the rounds' finiteness test in rank_tile."""
+        assert self.mode == "factors" and self.A.shape[1] == 3
+        items = [32 * q + lane for q, lane in ((1, 5), (2, 9), (3, 13))]
+        train = [set(self.train_indices[self.train_indptr[u]:self.train_indptr[u + 1]]) for u in range(self.A.shape[0])]
+        for f, (u, j) in enumerate(zip((2, 3, 4), items)):
+            self.A[u] = 1.0
+            self.A[u, f] = 0.0
+            self.B[j] = 0.0
+            self.B[j, f] = np.inf
+            self.test[:, j] = False
+            for v in range(self.A.shape[0]):
+                (train[v].discard if v == u else train[v].add)(j)
+        rows = [np.array(sorted(t), dtype=np.int32) for t in train]
+        self.train_indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+        self.train_indices = np.concatenate(rows)
+        return self
+
     def launch_args(self):
         """A, B, n_factors, bias as the kernels take them."""
         if self.mode == "given":
@@ -1362,6 +1384,50 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
 
 
+ROUND_FINITENESS_MUTANTS = {  # (file, old, new, occurrence): one NaN pool score a user at q = 1, 2, 3; training
+    # items' scores +-inf in rounds of finite pool items
+    "the round's sum without its second score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];",
+                                                 "if (q > 1) sum = sum + s[q];", 1),
+    "the round's sum without its last score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];",
+                                               "if (q > 0 && q < RANK_ROUND - 1) sum = sum + s[q];", 1),
+    "a round's training items' scores flagged": ("rank_tile.cu", "search = pool;", "search = pool;\n                bad = 1;", 1),
+    "such a round's pool items counted by their cells too": ("rank_tile.cu", "if (isfinite(sum)) {",
+                                                             "if (true) {\n                if (!isfinite(sum)) search = pool;", 1),
+}
+
+
+@pytest.mark.parametrize("mutant", ROUND_FINITENESS_MUTANTS)
+def test_rank_tile_round_finiteness_mutants_are_caught(real, mutant, tmp_path):
+    p = Problem(seed=26, dtype=np.float32, train_density=0.2, bias=False).with_a_nan_at_each_round_position()
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", *ROUND_FINITENESS_MUTANTS[mutant])
+    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+
+
+def test_rank_tile_round_with_an_overflowed_filter_is_searched(real, tmp_path):
+    """A pool item whose float32 filter overflows to +inf (1e20 x 1e19, then - 1e20 x 1e19: inf) while
+    its defined score is 0: its round searches it, and the search defers it to the defined score (its
+    cell, the last, would place it above every test item). Mutant: a round whose sum is +inf taken as
+    finite, the item counted by its cell."""
+    p = Problem(seed=27, dtype=np.float32, bias=False)
+    u, j = 3, 37
+    p.A[u] = (1e20, 1e20, 1.0)
+    p.B[j] = (1e19, -1e19, 0.0)
+    p.test[u, j] = False
+    rows = [np.setdiff1d(p.train_indices[p.train_indptr[v]:p.train_indptr[v + 1]], [j] if v == u else [])
+            for v in range(p.A.shape[0])]
+    p.train_indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+    p.train_indices = np.concatenate(rows).astype(np.int32)
+    assert np.isinf(p.tile(np.array([u]), 0, 100)[0][0, j]) and p.defined(np.array([u]), np.array([j]))[0] == 0.0
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", "rank_tile.cu", "if (isfinite(sum)) {", "if (!isnan(sum)) {")
+    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+
+
 NO_TABLE_MUTANTS = {  # (file, old, new, occurrence): users of 254 to 1,024 test items, in shared memory, no table
     "a user without a table counting at its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
                                                       "sh_cnt", 1),
@@ -1619,18 +1685,17 @@ def test_topk_select_equals_the_model(real, sizes, k):
             np.testing.assert_array_equal(got[1].view(np.uint64), want[1].view(np.uint64))  # -0.0 as 0.0, NaN's
 
 
-@pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
-    ("above += oj > o;", "above += oj < o;"),              # the worse score first
-    ("o && (kj < key ||", "o && (kj > key ||"),             # the larger tie key first
-    ("(kj == key && j0 + j < i)", "(kj == key && j < i)"),  # entries of a later chunk compared as if in the first
-    ("if (same > self) {", "if (same > 1) {"),             # a tie with one candidate of another chunk missed
-    ("sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);", "sh_order[j] = gr_order_key(sj);"),  # a NaN goes first
-    ("out_scores[b * k + place] = gr_add(s, 0.0);", "out_scores[b * k + place] = s;"),  # -0.0 kept
-    ("const int n = min(TOPK_SELECT_CHUNK, m - j0);", "const int n = min(TOPK_SELECT_CHUNK, m);"),  # past the row
+@pytest.mark.parametrize("file, old, new", [  # (a file, its text, a mutant's): gr_count_before is common.cuh's
+    ("common.cuh", "above += oj > o;", "above += oj < o;"),  # the worse score first
+    ("common.cuh", "o && (kj < k ||", "o && (kj > k ||"),  # the larger tie key first
+    ("common.cuh", "(kj == k && j0 + j < i)", "(kj == k && j < i)"),  # entries of a later chunk compared as if in the first
+    ("common.cuh", "if (same > (i >= j0 && i < j0 + n)) {", "if (same > 1) {"),  # a tie with one of another chunk missed
+    ("topk_tile.cu", "sh_order[j] = isnan(sj) ? 0 : gr_order_key(sj);", "sh_order[j] = gr_order_key(sj);"),  # a NaN first
+    ("topk_tile.cu", "out_scores[b * k + place] = gr_add(s, 0.0);", "out_scores[b * k + place] = s;"),  # -0.0 kept
+    ("topk_tile.cu", "const int n = min(TOPK_SELECT_CHUNK, m - j0);", "const int n = min(TOPK_SELECT_CHUNK, m);"),  # past
 ])
-def test_topk_select_mutants_are_caught(real, old, new):
-    source = mutate((KERNELS / "topk_tile.cu").read_text(), old, new)
-    kernel = module("topk_tile", source).get_function("topk_select")
+def test_topk_select_mutants_are_caught(real, file, old, new, tmp_path):
+    kernel = mutated_module(tmp_path, "topk_tile", file, old, new).get_function("topk_select")
     differs = []
     for sizes, k, distinct in (([0, 1, 5, 0, 300, 2], 3, False), ([1030, 7, 2100], 1000, True)):
         launches, outputs = topk_select_case(len(sizes) + k, sizes, k, distinct)
@@ -1873,16 +1938,15 @@ def test_pair_scores_off_by_one_is_caught(real):
         run(module("exact_scores", source).get_function("pair_scores_f64"), launches, outputs, schedule="forward")
 
 
-@pytest.mark.parametrize("old, new", [  # (the kernel's text, a mutant's)
-    ("oj > o ||", "oj < o ||"),            # the worse score first
-    ("(kj < k ||", "(kj > k ||"),          # the larger tie key first
-    ("(kj == k && j < i)", "(kj == k && j > i)"),  # a score's items of one key in reverse (the tie modes)
-    ("place += oj", "place += j < m - 1 && oj"),  # the last entry never goes before another
-    ("sh_key[i] = use_keys ? keys[t0 + i] : tie_key;", "sh_key[i] = keys[t0 + i];"),  # the tie modes' keys ignored
+@pytest.mark.parametrize("file, old, new", [  # (a file, its text, a mutant's): gr_count_before is common.cuh's
+    ("common.cuh", "above += oj > o;", "above += oj < o;"),  # the worse score first
+    ("common.cuh", "(kj < k ||", "(kj > k ||"),  # the larger tie key first
+    ("common.cuh", "(kj == k && j0 + j < i)", "(kj == k && j0 + j > i)"),  # a score's items of one key in reverse
+    ("common.cuh", "above += oj > o;", "above += j < n - 1 && oj > o;"),  # the last entry never goes before another
+    ("exact_scores.cu", "sh_key[i] = use_keys ? keys[t0 + i] : tie_key;", "sh_key[i] = keys[t0 + i];"),  # tie modes
 ])
-def test_sort_tests_mutants_are_caught(real, old, new):
-    source = mutate((KERNELS / "exact_scores.cu").read_text(), old, new)
-    kernel = module("exact_scores", source).get_function("sort_tests")
+def test_sort_tests_mutants_are_caught(real, file, old, new, tmp_path):
+    kernel = mutated_module(tmp_path, "exact_scores", file, old, new).get_function("sort_tests")
     differs = []
     for sizes, tie_mode in (([0, 1, 5, 0, 130, 2], 0), ([40] * 9, 1)):
         tests_begin, scores, keys, entry = sort_tests_case(len(sizes) + tie_mode, sizes)
