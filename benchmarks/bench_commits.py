@@ -237,7 +237,10 @@ def prepare_trees(args, work):
         else:
             sha = extract(name, folder)
         label = name if name == "worktree" or sha.startswith(name) else f"{name} ({sha[:7]})"
-        trees.append((label[:7] if re.fullmatch(r"[0-9a-f]{8,40}", label) else label, folder, sha))
+        label = label[:7] if re.fullmatch(r"[0-9a-f]{8,40}", label) else label
+        if label in [t[0] for t in trees]:  # the same name twice: each its own column
+            label = f"{label} #{n + 1}"
+        trees.append((label, folder, sha))
     if args.extract:
         with open(os.path.join(work, "TREES.json"), "w") as f:
             json.dump([(label, os.path.relpath(folder, work), sha) for label, folder, sha in trees], f, indent=1)
@@ -273,7 +276,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
-    parse_calls(args.calls)
+    try:
+        calls = parse_calls(args.calls)
+    except ValueError as error:
+        parser.error(str(error))
     for name in ("users", "items", "factors", "k", "rounds", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name}: expected a positive integer; got {getattr(args, name)}")
@@ -286,7 +292,6 @@ def main(argv=None):
     info = dict(date=dt.date.today().isoformat(), commit=git_commit(), argv=argv if argv is not None else sys.argv[1:],
                 device=device_name(args.device), machine=machine_info(), extensions={}, errors=[],
                 processes_skipped=0, seconds=0.0, trees=[], runs={})
-    calls = parse_calls(args.calls)
 
     def report():  # rewritten after every process: a command cut short keeps what ran
         info["seconds"] = round(time.monotonic() - started, 1)
