@@ -155,10 +155,10 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
         } else {
 #pragma unroll
             for (int q = 0; q < RANK_ROUND; ++q) {
-                const int j = j0 + 32 * q + lane;
-                pool &= ~((uint32_t)(j >= n_span) << q);
-                s[q] = j < n_span ? row[j] : (T)0;
-                if (!given && bias) s[q] = s[q] + (j < n_span ? (T)bias[first_item + j] : (T)0);
+                const bool in_span = j0 + 32 * q + lane < n_span;
+                pool &= ~((uint32_t)!in_span << q);
+                s[q] = in_span ? row_lane[j0 + 32 * q] : (T)0;
+                if (!given && bias) s[q] = s[q] + (in_span ? (T)bias_lane[j0 + 32 * q] : (T)0);
             }
         }
         if (in_shared) {  // the same in the whole block: shared-memory reads and atomics

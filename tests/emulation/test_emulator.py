@@ -1339,7 +1339,7 @@ def rank_outputs(outputs):
 
 
 RANK_MUTANTS = {  # (file, old, new, occurrence)
-    "off-by-one j <= n_span": ("rank_tile.cu", "pool &= ~((uint32_t)(j >= n_span) << q);", "pool &= ~((uint32_t)(j > n_span) << q);", 1),
+    "off-by-one j <= n_span": ("rank_tile.cu", "const bool in_span = j0 + 32 * q + lane < n_span;", "const bool in_span = j0 + 32 * q + lane <= n_span;", 1),
     "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
     "bands from the wrong end": ("bands.cuh", "if (bands.low(k - 1) > s)", "if (bands.high(k - 1) > s)", 1),
     "a round settled before the warp's queue is written": ("bands.cuh", "__syncwarp();", "", 1),
