@@ -75,10 +75,13 @@ def float_bands(t, tol):
     return lo, hi
 
 
-def placements(A, B, X_train, X_test, users, tol, cells=128):
+def placements(A, B, X_train, X_test, users, tol, cells=128, steps=None):
     """Mean shares of pool items below the worst band, placed by a cell, by the search, and
     inside a band, as bands.cuh's gr_place_cell places float32 filter scores; and the
-    searched flags of each user's pool items, in item order (for warp_searches)."""
+    searched flags of each user's pool items, in item order (for warp_searches). With a list
+    `steps`, each user's flags of the searched items that rank_tile's table places by one step
+    (gr_cell_entry with steps: a cell of at most one low edge, not the worst band's nor the
+    last) are appended to it."""
     shares, flags, places = [], [], []
     for u in users:
         s = (A[u].astype(np.float64) @ B.T.astype(np.float64)).astype(np.float32)[pool_of(X_train, u, B.shape[0])]
@@ -94,6 +97,13 @@ def placements(A, B, X_train, X_test, users, tol, cells=128):
         shares.append([np.mean(~above), np.mean(above & ~searched & ~in_band), np.mean(searched),
                        np.mean(in_band & ~searched)])
         flags.append(searched)
+        if steps is not None:
+            k, cl = cell(s[searched]), cell(lo)
+            p = (cl[None, :] > k[:, None]).sum(axis=1)
+            one_low = (cl[None, :] == k[:, None]).sum(axis=1) <= 1
+            stepped = np.zeros_like(searched)
+            stepped[searched] = one_low & (p < lo.size - 1) & (k < cells - 1)
+            steps.append(stepped)
         # the place a cell answers (c = #{i : low(i) > s}), -1 where the item is not counted there
         # (below the worst band, searched, or inside a band)
         places.append(np.where(above & ~searched & ~in_band, np.searchsorted(-lo, -s), -1))
@@ -155,6 +165,27 @@ def warp_searches(flags, round_items):
     return dict(inline=inline / slots, after_the_round=after / slots)
 
 
+def warp_steps(flags, steps, round_items=4):
+    """rank_tile's searches after the round with steps (change 44), per item slot of a warp: a
+    lane places its searched items one an iteration, in round order, and the warp's iteration
+    i runs gr_place's search where some lane's i-th item searches in full, and gr_step where
+    some lane's i-th item takes a step (both, one after the other, where both)."""
+    full = step = slots = 0
+    for searched, stepped in zip(flags, steps):
+        n = searched.size // (32 * round_items) * 32 * round_items
+        kind = np.where(stepped, 1, np.where(searched, 2, 0))[:n].reshape(-1, round_items, 32)  # round, q, lane
+        nth = np.zeros_like(kind)  # round, i, lane: the kind of the lane's i-th searched item
+        count = np.zeros((kind.shape[0], 32), dtype=np.int64)
+        for q in range(round_items):
+            r, lane = np.nonzero(kind[:, q] > 0)
+            nth[r, count[r, lane], lane] = kind[r, q, lane]
+            count[r, lane] += 1
+        full += int((nth == 2).any(axis=2).sum())
+        step += int((nth == 1).any(axis=2).sum())
+        slots += kind.shape[0] * round_items
+    return dict(full=full / slots, steps=step / slots)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=200)
@@ -202,6 +233,14 @@ def main(argv=None):
                  for name, tol in per_item_bounds.items()})
     placed, flags, places = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
     conflicts = {layout: atomic_conflicts(places, layout) for layout in CONFLICT_LAYOUTS}
+    stepping = {}  # rank_tile with steps (change 44): 1,024 cells (RANK_CELLS), and 2,048 (not built)
+    for cells in (1024, 2048):
+        steps = []
+        shares, searched, _ = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells, steps)
+        stepping[f"{cells} cells"] = dict(searched=shares["the search"],
+                                          stepped=float(np.mean([t.mean() for t in steps])),
+                                          searches=warp_searches(searched, 4)["after_the_round"],
+                                          **warp_steps(searched, steps))
     warp = {}  # rank_tile: rounds of 4 items a lane, 128 or 1,024 cells; fused_rank: rounds of 8, 128 cells
     for cells, rounds in ((128, (4, 8)), (1024, (4,))):
         table = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells) if cells != 128 else (placed, flags)
@@ -210,7 +249,7 @@ def main(argv=None):
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
             "problem": dict(model=args.model, users=args.users, items=args.items, factors=f, sample=args.sample,
                             test_items_per_user=X_test.nnz / args.users), "bounds": rows, "placed_by": placed,
-            "warp_searches": warp, "atomic_conflicts": conflicts}
+            "warp_searches": warp, "warp_steps": stepping, "atomic_conflicts": conflicts}
     lines = [f"# Pool items inside a test item's band ({info['date']}, commit {info['commit']})", "",
              f"`python benchmarks/bench_bands.py {' '.join(argv if argv is not None else sys.argv[1:])}`: "
              + (f"PureSVD on make_interactions() ({args.users:,} users x {args.items:,} items), {f} factors, "
@@ -230,6 +269,16 @@ def main(argv=None):
               "| cells, round | items searched | searches a slot, in turn | after the round |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} |"
               for name, w in warp.items()]
+    lines += ["", "rank_tile's searches with steps (change 44; FP32, norms; rounds of 4): a cell that holds an edge but "
+              "at most one low edge places its items by gr_step (two compares; about 54 instructions an iteration on "
+              "sm_90, the cell's entry read again) where gr_place searched (about 50 + 8 a bisection step: 82 at 10 "
+              "test items); per item slot of a warp, the iterations of the search loop before (searches, as above) "
+              "and with steps: those where some lane searches in full, and those where some lane steps. 2,048 "
+              "cells: not built (a lead).", "",
+              "| cells | items searched | by a step | searches a slot | with steps: full searches | steps |",
+              "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {100 * w['searched']:.2f}% | {100 * w['stepped']:.2f}% | {w['searches']:.3f} | "
+              f"{w['full']:.3f} | {w['steps']:.3f} |" for name, w in stepping.items()]
     lines += ["", "Lanes of a warp's shared-memory count on one word (FP32, norms; the places a cell answers, 128 "
               "cells): the mean over the counting atomics of the most lanes on one word (1: none share), random users "
               "standing for a block's rows. A plain ATOMS.ADD serves such lanes one after another: fused_rank's "

@@ -87,22 +87,23 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
 #define GR_CELL_NOWHERE 253   // an entry: below the worst band
 #define GR_CELL_DEFER 254     // an entry: inside a band, the defined score decides
 #define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
+#define GR_CELL_STEP 256      // entries GR_CELL_STEP + p (p < GR_CELL_TESTS - 1; uint16_t tables): gr_step decides
 
 template <typename T>
 __device__ __forceinline__ int gr_cell(T s, T worst, T scale, T last) {  // worst = low(m - 1); last = n - 1
     return (int)fmin(fmax(gr_fma(s - worst, scale, (T)1), (T)0), last);  // (not flushed: none in fused_rank)
 }
 
-template <typename T>
+template <typename T, typename E = uint8_t>
 struct Cells {
-    const uint8_t* entry;  // n entries
-    T scale;               // gr_cells_scale, or 1 where that is 0 (no table of places)
-    T last;                // n - 1
+    const E* entry;  // n entries: uint8_t, or uint16_t for a table with steps (GR_CELL_STEP)
+    T scale;         // gr_cells_scale, or 1 where that is 0 (no table of places)
+    T last;          // n - 1
 };
 
 // A user's cells (entry: n entries, filled by gr_cell_entry with the same `scale`).
-template <typename T>
-__device__ __forceinline__ Cells<T> gr_cells(const uint8_t* entry, T scale, int n) {
+template <typename T, typename E>
+__device__ __forceinline__ Cells<T, E> gr_cells(const E* entry, T scale, int n) {
     return {entry, scale > (T)0 ? scale : (T)1, (T)(n - 1)};
 }
 
@@ -123,8 +124,12 @@ __device__ T gr_cells_scale(const Bands& bands, int m, int n) {
 // GR_CELL_SEARCH where an edge's cell is k; otherwise every score s of the cell has low(i) > s
 // exactly for i < p, so gr_search finds c = p (<= m - 1: the worst band's edge is in cell 1 <= k),
 // and s <= high(p) exactly when cell(high(p)) > k.
+// With `steps` (a table of uint16_t entries), a cell that holds an edge but at most one low edge,
+// and not the worst band's, answers GR_CELL_STEP + p: gr_step places its scores by one compare with
+// low(p) and one with a high edge instead of a search (gr_step says why). Cells 0 and last, where
+// gr_cell puts every score that is not finite, never answer a step.
 template <typename T, typename Bands>
-__device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k) {
+__device__ int gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k, bool steps = false) {
     if (k == 0) return GR_CELL_NOWHERE;
     if (!(scale > (T)0)) return GR_CELL_SEARCH;
     const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
@@ -136,9 +141,25 @@ __device__ uint8_t gr_cell_entry(const Bands& bands, int m, T worst, T scale, T 
         return lo;
     };
     const int p = above(false), q = above(true);
-    if (p == m || gr_cell(bands.low(p), worst, scale, last) == k) return GR_CELL_SEARCH;
-    if (q < m && gr_cell(bands.high(q), worst, scale, last) == k) return GR_CELL_SEARCH;
-    return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : (uint8_t)p;
+    const bool edge = p == m || gr_cell(bands.low(p), worst, scale, last) == k ||
+                      (q < m && gr_cell(bands.high(q), worst, scale, last) == k);
+    if (!edge) return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : p;
+    // low(p + 1)'s cell below k: low(p) is the cell's only low edge, or it has none. Never the last cell (which
+    // holds no edge, but a step there would also be read for an infinite score: gr_step's scores are finite)
+    return steps && k < last && p < m - 1 && gr_cell(bands.low(p + 1), worst, scale, last) < k ? GR_CELL_STEP + p
+                                                                                               : GR_CELL_SEARCH;
+}
+
+// gr_place for a finite score s of a cell k whose entry is GR_CELL_STEP + p (gr_cell_entry with
+// steps: p = #{i : cell(low(i)) > k} < m - 1, and no low edge but low(p)'s in cell k). A cell never
+// decreases as the score grows, so low(i) > s for i < p (a cell above s's), and low(i) < s for
+// p < i (a cell below s's, as low(p + 1)'s): gr_search's c = #{i < m - 1 : low(i) > s} is p, or
+// p + 1 where low(p) > s, and its last compare follows. Every score of the cell lies above the worst
+// band (its cell, at most low(p + 1)'s, is below k), where gr_place searches: the same answer.
+template <typename T, typename Bands>
+__device__ __forceinline__ int gr_step(const Bands& bands, int p, T s) {
+    const int c = bands.low(p) > s ? p + 1 : p;
+    return bands.high(c) < s ? c : GR_DEFER;
 }
 
 // gr_place, its answer read from the user's cells: the score's entry, a place (below
@@ -179,24 +200,25 @@ __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T w
 }
 
 // A lane's round of items placed by their cells (gr_place_cell, or rank_tile's own read), the items their cells do not
-// place (an entry above GR_CELL_NOWHERE) placed by gr_place after the round's others, one at a time: so a warp runs the
+// place (an entry above GR_CELL_NOWHERE) placed by place(s) after the round's others, one at a time: so a warp runs the
 // search as often as its busiest lane has such items, where searching each item in its turn ran
 // it for every item that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items
 // search: in a round of 4 items a lane, some lane of the warp searched 90% of the time, and the 31
 // others waited; now a warp searches once or twice a round.) Bit q of `search`: the round's item
-// q, of filter score score(q), has such an entry; add(c) counts an item at place c. Returns the items
-// that gr_place defers (inside a band, or not finite): they wait for their defined score.
+// q, of filter score score(q), has such an entry; place(s) is gr_place's answer for it (gr_place itself, or
+// rank_tile's gr_step where the cell allows); add(c) counts an item at place c. Returns the items
+// that place defers (inside a band, or not finite): they wait for their defined score.
 // seen(s): each searched score, before it is placed (rank_tile: every non-finite pool score searches,
 // so its non-finite flag is kept here, not for every item).
-template <typename T, typename Bands, typename Score, typename Add, typename Seen>
-__device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Bands& bands, int m, int top, T worst,
-                                                    const Score& score, const Add& add, const Seen& seen) {
+template <typename Score, typename Place, typename Add, typename Seen>
+__device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Score& score, const Place& place, const Add& add,
+                                                    const Seen& seen) {
     uint32_t defer = 0;
     for (; search; search &= search - 1u) {
         const int q = __ffs((int)search) - 1;
-        const T s = (T)score(q);
+        const auto s = score(q);
         seen(s);
-        const int c = gr_place(bands, m, top, worst, s);
+        const int c = place(s);
         if (c >= 0) add(c);
         else if (c == GR_DEFER) defer |= 1u << q;  // (GR_NOWHERE: a non-finite score, no test item)
     }

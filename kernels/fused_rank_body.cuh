@@ -127,8 +127,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             }
             bad |= (int)isnan(nonfinite_sum) << i;
             // bit j: tile.col(i, j) waits for its defined score
-            uint32_t defer = gr_search_round<float>(search, bands, m, top, worst, [&](int j) { return scores[i][j]; }, add,
-                                                      [](float) {});
+            uint32_t defer = gr_search_round(
+                search, [&](int j) { return scores[i][j]; },
+                [&](float s) { return gr_place(bands, m, top, worst, s); }, add, [](float) {});
             // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
             // n_j its norm), where that is below the row's; what it places, it counts as the
             // defined score would (it lies strictly between the same test items), without computing it

@@ -12,8 +12,10 @@
 // training bitmap, the test items' bands) and its barriers are paid once per 65,536 items.
 // A pool item is compared with the bands of the test items in the filter's own type (float
 // for float factors): its cell's entry in the user's table (bands.cuh: gr_cell, gr_cell_entry), or
-// where the cell holds a band's edge the count of bands wholly above it, then one compare
-// with the next band (after the lane's other items of the round: gr_search_round). Only an
+// where the cell holds a band's edge, after the lane's other items of the round (gr_search_round):
+// one compare with the cell's low edge and one with a band's high edge (gr_step) where the cell
+// holds at most one low edge, else the count of bands wholly above it, then one compare with the
+// next band (gr_place's search). Only an
 // item inside a band goes to the defined score, and not at once: each warp queues such
 // items and scores them 32 at a time, one per lane, so that one
 // lane's F products in float64 do not hold up the other 31 lanes of its warp. A lane takes
@@ -30,13 +32,14 @@ static_assert(RANK_SPAN % (32 * RANK_ROUND) == 0, "a block's rounds read whole w
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
 // The shared counts: places 0 .. m - 1, then 32 words no place reaches. An item placed by its cell is counted
 // at its cell's entry (one unconditional ATOMS.POPC.INC, no branch around it): an entry that is no place
-// (GR_CELL_NOWHERE, GR_CELL_DEFER, GR_CELL_SEARCH: 253 .. 255) counts in a word that is never read: past the
-// places of a user with a table (m <= GR_CELL_TESTS = 253), past RANK_SHARED_TESTS for a user without one, whose
-// entries count from RANK_NO_TABLE_BASE on.
+// (GR_CELL_NOWHERE, GR_CELL_DEFER, GR_CELL_SEARCH: 253 .. 255; a step, GR_CELL_STEP + p: 256 .. 507) counts in
+// a word that is never read: past the places of a user with a table (m <= GR_CELL_TESTS = 253), past
+// RANK_SHARED_TESTS for a user without one, whose entries (253 and 255 alone) count from RANK_NO_TABLE_BASE on.
 #define RANK_COUNT_WORDS (RANK_SHARED_TESTS + 32)
 #define RANK_NO_TABLE_BASE (RANK_COUNT_WORDS - 256)
 static_assert(RANK_NO_TABLE_BASE + GR_CELL_NOWHERE >= RANK_SHARED_TESTS &&
-              RANK_NO_TABLE_BASE + GR_CELL_SEARCH < RANK_COUNT_WORDS && GR_CELL_TESTS <= GR_CELL_NOWHERE,
+              RANK_NO_TABLE_BASE + GR_CELL_SEARCH < RANK_COUNT_WORDS && GR_CELL_TESTS <= GR_CELL_NOWHERE &&
+              GR_CELL_STEP + GR_CELL_TESTS - 2 < RANK_COUNT_WORDS,
               "an entry that is no place counts past every place");
 // a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items (GR_CELLS in a smaller one):
 // 1,024, but GR_CELLS on an A100 or Orin (164 KB of shared memory an SM), where 896 more bytes a
@@ -66,7 +69,7 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_COUNT_WORDS];
-    __shared__ uint8_t sh_cells[RANK_CELLS];
+    __shared__ uint16_t sh_cells[RANK_CELLS];  // with steps (gr_cell_entry)
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
 
@@ -103,9 +106,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     // table would cost as much as counting the block's items.
     const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
     const T scale = in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0;
-    const Cells<T> cells = gr_cells(sh_cells, scale, n_cells);
+    const Cells<T, uint16_t> cells = gr_cells(sh_cells, scale, n_cells);
     for (int k = threadIdx.x; k < n_cells; k += blockDim.x)
-        sh_cells[k] = gr_cell_entry(shared_bands, n_tests, worst, scale, cells.last, k);
+        sh_cells[k] = (uint16_t)gr_cell_entry(shared_bands, n_tests, worst, scale, cells.last, k, true);
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int j = gr_round_bit((int)(train[t] - first_item));
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
@@ -201,8 +204,14 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
             return v;
         };
-        defer |= gr_search_round<T>(search, shared_bands, n_tests, top, worst, score, [&](int c) { gr_add_count(sh_cnt, c); },
-                                    [&](T v) { bad |= !isfinite(v); });
+        // a searched score: one step where its cell's entry is a step (never for a score not finite: its cell is 0 or
+        // the last), else gr_place's search
+        const auto place = [&](T v) {
+            const int e = cells.entry[gr_cell(v, worst, cells.scale, cells.last)];
+            return e >= GR_CELL_STEP ? gr_step(shared_bands, e - GR_CELL_STEP, v) : gr_place(shared_bands, n_tests, top, worst, v);
+        };
+        defer |= gr_search_round(search, score, place, [&](int c) { gr_add_count(sh_cnt, c); },
+                                 [&](T v) { bad |= !isfinite(v); });
         if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
             for (int q = 0; q < RANK_ROUND; ++q) gr_defer(queue, queued, (defer >> q) & 1u, j0 + 32 * q + lane, settle);

@@ -789,26 +789,39 @@ CELLS = r"""
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
 // the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
 // rank kernels find it (gr_place_cell's entry, then gr_place where it is above GR_CELL_NOWHERE),
-// gr_place, and the cell and its entry where gr_place_cell reads them (else -1, -1).
+// gr_place, and the cell and its entry where gr_place_cell reads them (else -1, -1); then, from
+// the same cells with steps (rank_tile's table of uint16_t entries), the place as rank_tile finds it
+// (a finite score: its cell's entry, then gr_step or gr_place where it is above GR_CELL_NOWHERE; a
+// score not finite: its lane's round searched, gr_step or gr_place by its cell's entry) and the
+// score's entry in that table (for every score: its cell's).
 template <typename T>
 __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
     __shared__ uint8_t entry[1024];
+    __shared__ uint16_t wide[1024];
     const int k = blockIdx.x, n = m[k];
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
     const T scale = gr_cells_scale<T>(bands, n, n_cells);
     const Cells<T> c = gr_cells(entry, scale, n_cells);
-    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, scale, c.last, i);
+    const Cells<T, uint16_t> w = gr_cells(wide, scale, n_cells);
+    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) {
+        entry[i] = gr_cell_entry(bands, n, worst, scale, c.last, i);
+        wide[i] = gr_cell_entry(bands, n, worst, scale, c.last, i, true);
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
-        int* o = out + 4 * (k * n_s + i);
+        int* o = out + 6 * (k * n_s + i);
         const bool read = isfinite(x);
         const int e = gr_place_cell(c, worst, x);
         o[0] = e > GR_CELL_NOWHERE ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
+        const int f = w.entry[gr_cell(x, worst, w.scale, w.last)];
+        o[4] = read && f <= GR_CELL_NOWHERE ? (f == GR_CELL_NOWHERE ? GR_NOWHERE : f)
+               : f >= GR_CELL_STEP ? gr_step(bands, f - GR_CELL_STEP, x) : gr_place(bands, n, gr_search_top(n), worst, x);
+        o[5] = f;
     }
 }
 extern "C" __global__ void cells_f32(const float* lo, const float* hi, const int* m, int width, const float* s, int n_s,
@@ -819,7 +832,14 @@ extern "C" __global__ void cells_f64(const double* lo, const double* hi, const i
 
 
 CELLS_MUTANTS = {  # (old, new) in bands.cuh
-    "a high edge's cell not seen": ("if (q < m && gr_cell(bands.high(q), worst, scale, last) == k) return GR_CELL_SEARCH;", ""),
+    "a high edge's cell not seen": ("||\n                      (q < m && gr_cell(bands.high(q), worst, scale, last) == k)", ""),
+    "a step's compare with the high edge": ("const int c = bands.low(p) > s ? p + 1 : p;",
+                                            "const int c = bands.high(p) > s ? p + 1 : p;"),
+    "a step that never passes its low edge": ("const int c = bands.low(p) > s ? p + 1 : p;", "const int c = p;"),
+    "a step in a cell of two low edges": ("&& gr_cell(bands.low(p + 1), worst, scale, last) < k ?", "?"),
+    "a step in the worst band's cell": ("steps && k < last && p < m - 1 &&", "steps && k < last && p < m &&"),
+    "a step's place one above": ("return bands.high(c) < s ? c : GR_DEFER;", "return bands.high(c) < s ? c + 1 : GR_DEFER;"),
+    "a step's high edge inside its band": ("return bands.high(c) < s ? c : GR_DEFER;", "return bands.high(c) <= s ? c : GR_DEFER;"),
     "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale, last) == k",
                                      "gr_cell(bands.low(p ? p - 1 : 0), worst, scale, last) == k"),
     "the best band in the last cell": ("scale = (T)(n - 3) / width", "scale = (T)(n - 1) / width"),
@@ -845,6 +865,8 @@ def cells_cases(dtype, rng):
     cases += [("tiny", t * 1e-35 - 1e-37, t * 1e-35 + 1e-37),  # a scale near float32's largest: served
               ("normal-big", t * 1e30 - 1e27, t * 1e30 + 1e27),  # a scale near float32's smallest normal: served
               ("normal-narrow", 1000 + t * 1e-3 - 1e-6, 1000 + t * 1e-3 + 1e-6),  # cells a few floats wide: served
+              # the worst band's low edge near 0, the bands far wider: the float below it rounds into cell 1
+              ("normal-near-zero", (t - t[-1]) * 10 + 1e-20, (t - t[-1]) * 10 + 1e-20 + 1e-3),
               ("none", t[:0], t[:0]), ("no-width", t[:1], t[:1]), ("nan", np.r_[t[:5], np.nan, t[6:]], t),
               ("inf", t - 1e-3, np.r_[np.inf, t[1:]]), ("huge", np.r_[big, t[1:-1], -big], np.r_[big, t[1:-1], -big])]
     return [(name, lo.astype(dtype), hi.astype(dtype)) for name, lo, hi in cases]
@@ -881,7 +903,10 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     wherever the table is built, at most 2 m of its cells search (those holding an edge) and
     every score two cells above the best band is answered, and where it must not be built (no
     test item, 254, a NaN, an infinite band, bands of no width or wider than the type) it
-    answers no place, only "nowhere" (cell 0: below the worst band)."""
+    answers no place, only "nowhere" (cell 0: below the worst band). The same cells with steps
+    (rank_tile's: a cell of at most one low edge, not the worst band's, answers by gr_step) give
+    gr_place's answer for every score, the table without steps' entries where that does not
+    search, and some steps."""
     rng = np.random.default_rng(17)
     cases = cells_cases(dtype, rng)
     width, n_s = 256, 2048 + 2 * n_cells
@@ -892,25 +917,37 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
         lo[k, :low.size], hi[k, :high.size] = low, high
         s[k] = cells_scores(low, high, dtype, n_s, n_cells)
     m = np.array([low.size for _, low, _ in cases], dtype=np.int32)
-    out = np.zeros((len(cases), n_s, 4), dtype=np.int32)
+    out = np.zeros((len(cases), n_s, 6), dtype=np.int32)
     include = mutated_kernels(tmp_path, "bands.cuh", *CELLS_MUTANTS[mutant]) if mutant else KERNELS  # must fail
     kernel = module("cells", CELLS, include=include).get_function("cells_f32" if dtype == np.float32 else "cells_f64")
     kernel((len(cases),), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), s.ravel(), np.int32(n_s), np.int32(n_cells),
                                    out))
-    failures = []
+    failures, steps = [], 0
     for k, (name, low, high) in enumerate(cases):
-        got, searched, cell, entry = out[k].T
+        got, searched, cell, entry, stepped, wide = out[k].T
         answered = (entry >= 0) & (entry <= 253)
+        # rank_tile's table with steps: its answer gr_place's; the entries of the table without steps
+        # where that places, "nowhere" or "inside a band", a full search or a step (p < m - 1) where it searches
+        ok = np.array_equal(stepped, searched)
+        read = entry >= 0
+        ok = ok and np.array_equal(wide[read & (entry < 255)], entry[read & (entry < 255)])
+        is_step = wide >= 256
+        ok = ok and (wide[read & (entry == 255) & ~is_step] == 255).all() and (wide[is_step] - 256 < low.size - 1).all()
+        steps += int(is_step.sum())
         # where the cell answers a place, gr_place_cell gives it; "nowhere" (253), gr_place places
         # the score nowhere; "inside a band" (254: gr_place_cell sends the score on to gr_place),
         # gr_place defers it
         placed = (entry >= 0) & (entry < 253)
-        ok = (np.array_equal(got, searched) and np.array_equal(got[placed], entry[placed])
+        ok = ok and (np.array_equal(got, searched) and np.array_equal(got[placed], entry[placed])
               and (searched[entry == 253] == -1).all() and (searched[entry == 254] == -2).all())
         if name.startswith(("int", "normal", "tiny")) and low.size <= 253:
             high_above = high[0] + 2 * (high[0] - low[-1]) / (n_cells - 3)
             ok = ok and np.unique(cell[entry == 255]).size <= 2 * low.size and answered[np.isfinite(s[k]) & (s[k] > high_above)].all()
-            ok = ok and (entry[np.isfinite(s[k]) & (s[k] < low[-1])] == 253).all()  # below the worst band: cell 0
+            # below the worst band: cell 0, or cell 1 (which holds its edge) where s - worst rounds to a cell's
+            # width times less than float's epsilon (the near-zero case: some do)
+            below = np.isfinite(s[k]) & (s[k] < low[-1])
+            ok = ok and ((entry[below] == 253) | (cell[below] == 1)).all()
+            ok = ok and (cell[below] == 1).any() == (name == "normal-near-zero")
         else:
             ok = ok and not placed.any() and not (entry == 254).any()
             if low.size and np.isfinite(low[-1]):  # below a finite worst band: nowhere, from cell 0, table or not
@@ -921,6 +958,7 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
         assert failures, f"{mutant}: not caught"
     else:
         assert not failures
+        assert steps > 0  # some scores were placed by a step
 
 
 @pytest.mark.parametrize("case", RANK_CASES)
@@ -1369,6 +1407,9 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
                                                    "gr_add_count(cell_counts, e < GR_CELL_NOWHERE ? e : 0);", 1),
     "a user with a table counting past its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
                                                      "sh_cnt + RANK_NO_TABLE_BASE", 1),
+    "a step from the next place": ("rank_tile.cu", "gr_step(shared_bands, e - GR_CELL_STEP, v)",
+                                   "gr_step(shared_bands, e - GR_CELL_STEP + 1, v)", 1),
+    "a step's entry read as a place": ("rank_tile.cu", "cells.last, k, true);", "cells.last, k, true) % GR_CELL_STEP;", 1),
 }
 
 
