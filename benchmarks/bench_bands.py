@@ -233,7 +233,7 @@ def main(argv=None):
                  for name, tol in per_item_bounds.items()})
     placed, flags, places = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
     conflicts = {layout: atomic_conflicts(places, layout) for layout in CONFLICT_LAYOUTS}
-    stepping = {}  # rank_tile with steps (change 44): 1,024 cells (RANK_CELLS), and 2,048 (not built)
+    stepping = {}  # rank_tile with steps (change 44): 1,024 cells, and 2,048 (change 45: RANK_CELLS on an H100)
     for cells in (1024, 2048):
         steps = []
         shares, searched, _ = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells, steps)
@@ -270,11 +270,11 @@ def main(argv=None):
     lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} |"
               for name, w in warp.items()]
     lines += ["", "rank_tile's searches with steps (change 44; FP32, norms; rounds of 4): a cell that holds an edge but "
-              "at most one low edge places its items by gr_step (two compares; about 54 instructions an iteration on "
+              "at most one low edge places its items by gr_step (two compares; about 50 instructions an iteration on "
               "sm_90, the cell's entry read again) where gr_place searched (about 50 + 8 a bisection step: 82 at 10 "
               "test items); per item slot of a warp, the iterations of the search loop before (searches, as above) "
-              "and with steps: those where some lane searches in full, and those where some lane steps. 2,048 "
-              "cells: not built (a lead).", "",
+              "and with steps: those where some lane searches in full, and those where some lane steps. rank_tile's "
+              "table on an H100: 1,024 cells with change 44, 2,048 with change 45.", "",
               "| cells | items searched | by a step | searches a slot | with steps: full searches | steps |",
               "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {name} | {100 * w['searched']:.2f}% | {100 * w['stepped']:.2f}% | {w['searches']:.3f} | "

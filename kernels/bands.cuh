@@ -87,23 +87,22 @@ __device__ __forceinline__ int gr_place(const Bands& bands, int m, int top, T wo
 #define GR_CELL_NOWHERE 253   // an entry: below the worst band
 #define GR_CELL_DEFER 254     // an entry: inside a band, the defined score decides
 #define GR_CELL_SEARCH 255    // an entry: an edge in the cell (or no table), gr_place decides
-#define GR_CELL_STEP 256      // entries GR_CELL_STEP + p (p < GR_CELL_TESTS - 1; uint16_t tables): gr_step decides
 
 template <typename T>
 __device__ __forceinline__ int gr_cell(T s, T worst, T scale, T last) {  // worst = low(m - 1); last = n - 1
     return (int)fmin(fmax(gr_fma(s - worst, scale, (T)1), (T)0), last);  // (not flushed: none in fused_rank)
 }
 
-template <typename T, typename E = uint8_t>
+template <typename T>
 struct Cells {
-    const E* entry;  // n entries: uint8_t, or uint16_t for a table with steps (GR_CELL_STEP)
-    T scale;         // gr_cells_scale, or 1 where that is 0 (no table of places)
-    T last;          // n - 1
+    const uint8_t* entry;  // n entries
+    T scale;               // gr_cells_scale, or 1 where that is 0 (no table of places)
+    T last;                // n - 1
 };
 
 // A user's cells (entry: n entries, filled by gr_cell_entry with the same `scale`).
-template <typename T, typename E>
-__device__ __forceinline__ Cells<T, E> gr_cells(const E* entry, T scale, int n) {
+template <typename T>
+__device__ __forceinline__ Cells<T> gr_cells(const uint8_t* entry, T scale, int n) {
     return {entry, scale > (T)0 ? scale : (T)1, (T)(n - 1)};
 }
 
@@ -117,6 +116,17 @@ __device__ T gr_cells_scale(const Bands& bands, int m, int n) {
     return isfinite(worst) && isfinite(width) && isfinite(scale) && scale > (T)0 ? scale : (T)0;
 }
 
+// #{i < m : cell(i) > k}, the cells non-increasing in i, by bisection.
+template <typename Cell>
+__device__ __forceinline__ int gr_cells_above(const Cell& cell, int m, int k) {
+    int lo = 0, hi = m;
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (cell(mid) > k) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
 // Cell k's entry in the table of a user's m bands (non-increasing, none NaN) for its scale (0: no
 // places): GR_CELL_NOWHERE for cell 0 (below the worst band, whatever the bands: a NaN or infinite
 // worst band included, where gr_place places every finite score nowhere, or none); otherwise, with
@@ -124,38 +134,80 @@ __device__ T gr_cells_scale(const Bands& bands, int m, int n) {
 // GR_CELL_SEARCH where an edge's cell is k; otherwise every score s of the cell has low(i) > s
 // exactly for i < p, so gr_search finds c = p (<= m - 1: the worst band's edge is in cell 1 <= k),
 // and s <= high(p) exactly when cell(high(p)) > k.
-// With `steps` (a table of uint16_t entries), a cell that holds an edge but at most one low edge,
-// and not the worst band's, answers GR_CELL_STEP + p: gr_step places its scores by one compare with
-// low(p) and one with a high edge instead of a search (gr_step says why). Cells 0 and last, where
-// gr_cell puts every score that is not finite, never answer a step.
-template <typename T, typename Bands>
-__device__ int gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k, bool steps = false) {
+// With `steps` (rank_tile's), a cell that holds an edge but at most one low edge, and not the worst
+// band's, also names the band p, in bits 8-15 as p + 1 (0: none; p + 1 <= GR_CELL_TESTS - 1): its
+// entry stays GR_CELL_SEARCH, but gr_step places its scores by one compare with low(p) and one with a
+// high edge instead of a search (gr_step says why). Cells 0 and last, where gr_cell puts every score
+// that is not finite, never name a step.
+// From the cells of the bands' edges, low_cell(i) = cell(low(i)) and high_cell(i) = cell(high(i))
+// (computed once for a table: gr_build_cells; or at each use: gr_cell_entry), and p and q =
+// #{i : high_cell(i) > k} (where `table`: the scale is positive); `last`: the table's last cell.
+template <typename LowCell, typename HighCell>
+__device__ __forceinline__ int gr_cell_entry_at(const LowCell& low_cell, const HighCell& high_cell, int m, bool table,
+                                                int last, int k, bool steps, int p, int q) {
     if (k == 0) return GR_CELL_NOWHERE;
-    if (!(scale > (T)0)) return GR_CELL_SEARCH;
-    const auto above = [&](bool high) {  // #{i : cell(edge(i)) > k}, by bisection
-        int lo = 0, hi = m;
-        while (lo < hi) {
-            const int mid = (lo + hi) >> 1;
-            if (gr_cell(high ? bands.high(mid) : bands.low(mid), worst, scale, last) > k) lo = mid + 1; else hi = mid;
-        }
-        return lo;
-    };
-    const int p = above(false), q = above(true);
-    const bool edge = p == m || gr_cell(bands.low(p), worst, scale, last) == k ||
-                      (q < m && gr_cell(bands.high(q), worst, scale, last) == k);
-    if (!edge) return gr_cell(bands.high(p), worst, scale, last) > k ? GR_CELL_DEFER : p;
+    if (!table) return GR_CELL_SEARCH;
+    const bool edge = p == m || low_cell(p) == k || (q < m && high_cell(q) == k);
+    if (!edge) return high_cell(p) > k ? GR_CELL_DEFER : p;
     // low(p + 1)'s cell below k: low(p) is the cell's only low edge, or it has none. Never the last cell (which
     // holds no edge, but a step there would also be read for an infinite score: gr_step's scores are finite)
-    return steps && k < last && p < m - 1 && gr_cell(bands.low(p + 1), worst, scale, last) < k ? GR_CELL_STEP + p
-                                                                                               : GR_CELL_SEARCH;
+    return steps && k < last && p < m - 1 && low_cell(p + 1) < k ? GR_CELL_SEARCH | (p + 1) << 8 : GR_CELL_SEARCH;
 }
 
-// gr_place for a finite score s of a cell k whose entry is GR_CELL_STEP + p (gr_cell_entry with
-// steps: p = #{i : cell(low(i)) > k} < m - 1, and no low edge but low(p)'s in cell k). A cell never
-// decreases as the score grows, so low(i) > s for i < p (a cell above s's), and low(i) < s for
-// p < i (a cell below s's, as low(p + 1)'s): gr_search's c = #{i < m - 1 : low(i) > s} is p, or
-// p + 1 where low(p) > s, and its last compare follows. Every score of the cell lies above the worst
-// band (its cell, at most low(p + 1)'s, is below k), where gr_place searches: the same answer.
+template <typename T, typename Bands>
+__device__ int gr_cell_entry(const Bands& bands, int m, T worst, T scale, T last, int k, bool steps = false) {
+    const auto low_cell = [&](int i) { return gr_cell(bands.low(i), worst, scale, last); };
+    const auto high_cell = [&](int i) { return gr_cell(bands.high(i), worst, scale, last); };
+    const bool table = scale > (T)0;
+    return gr_cell_entry_at(low_cell, high_cell, m, table, (int)last, k, steps,
+                            table ? gr_cells_above(low_cell, m, k) : 0, table ? gr_cells_above(high_cell, m, k) : 0);
+}
+
+// A block's table of n cells with steps (rank_tile's: each cell's entry, and its step, p + 1 or 0, in a
+// second byte array) for the bands of m test items in shared memory: each band edge's cell computed once, into
+// edge_cells (2 GR_CELL_TESTS int16_t: the low edges' from 0, the high edges' from GR_CELL_TESTS; only where
+// the scale is positive, so m <= GR_CELL_TESTS); then each thread takes consecutive cells, the first one's p
+// and q by bisection (gr_cells_above) and the next ones' by walking down from there (the edges' cells never
+// increase in i), where gr_cell_entry computes a cell at every step of two bisections a cell. Called by every
+// thread of the block, with the same arguments; the entries are there after the block's next barrier. (Not
+// inlined: inlined, its loop's registers made rank_tile_f32 spill in its rounds.) Any byte of either array, as
+// one read before it is written, places a score within the counts' first 256 words and the bands' first 256.
+template <typename T, typename Bands>
+__device__ GR_NOINLINE void gr_build_cells(uint8_t* entry, uint8_t* step, int16_t* edge_cells, const Bands& bands, int m,
+                                           T worst, T scale, int n) {
+    const bool table = scale > (T)0;
+    if (table) {
+        for (int i = threadIdx.x; i < m; i += blockDim.x) {
+            edge_cells[i] = (int16_t)gr_cell(bands.low(i), worst, scale, (T)(n - 1));
+            edge_cells[GR_CELL_TESTS + i] = (int16_t)gr_cell(bands.high(i), worst, scale, (T)(n - 1));
+        }
+    }
+    __syncthreads();
+    const auto low_cell = [&](int i) { return (int)edge_cells[i]; };
+    const auto high_cell = [&](int i) { return (int)edge_cells[GR_CELL_TESTS + i]; };
+    const int per = (n + blockDim.x - 1) / blockDim.x, k0 = threadIdx.x * per, k1 = min(n, k0 + per);
+    int p = 0, q = 0;
+    if (table && k0 < k1) {
+        p = gr_cells_above(low_cell, m, k0);
+        q = gr_cells_above(high_cell, m, k0);
+    }
+    for (int k = k0; k < k1; ++k) {
+        if (table) {  // #{i : cell > k} from #{i : cell > k - 1}: the edges in cell k leave the count
+            while (p > 0 && low_cell(p - 1) <= k) --p;
+            while (q > 0 && high_cell(q - 1) <= k) --q;
+        }
+        const int e = gr_cell_entry_at(low_cell, high_cell, m, table, n - 1, k, true, p, q);
+        entry[k] = (uint8_t)e;
+        step[k] = (uint8_t)(e >> 8);
+    }
+}
+
+// gr_place for a finite score s of a cell k whose step names band p (gr_cell_entry with steps: p =
+// #{i : cell(low(i)) > k} < m - 1, and no low edge but low(p)'s in cell k). A cell never decreases as the
+// score grows, so low(i) > s for i < p (a cell above s's), and low(i) < s for p < i (a cell below s's, as
+// low(p + 1)'s): gr_search's c = #{i < m - 1 : low(i) > s} is p, or p + 1 where low(p) > s, and its last
+// compare follows. Every score of the cell lies above the worst band (its cell, at most low(p + 1)'s, is
+// below k), where gr_place searches: the same answer.
 template <typename T, typename Bands>
 __device__ __forceinline__ int gr_step(const Bands& bands, int p, T s) {
     const int c = bands.low(p) > s ? p + 1 : p;

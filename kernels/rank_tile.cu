@@ -32,22 +32,41 @@ static_assert(RANK_SPAN % (32 * RANK_ROUND) == 0, "a block's rounds read whole w
 #define RANK_SHARED_TESTS 1024  // test items held in shared memory; more are read from global memory
 // The shared counts: places 0 .. m - 1, then 32 words no place reaches. An item placed by its cell is counted
 // at its cell's entry (one unconditional ATOMS.POPC.INC, no branch around it): an entry that is no place
-// (GR_CELL_NOWHERE, GR_CELL_DEFER, GR_CELL_SEARCH: 253 .. 255; a step, GR_CELL_STEP + p: 256 .. 507) counts in
-// a word that is never read: past the places of a user with a table (m <= GR_CELL_TESTS = 253), past
-// RANK_SHARED_TESTS for a user without one, whose entries (253 and 255 alone) count from RANK_NO_TABLE_BASE on.
+// (GR_CELL_NOWHERE, GR_CELL_DEFER, GR_CELL_SEARCH: 253 .. 255) counts in a word that is never read: past the
+// places of a user with a table (m <= GR_CELL_TESTS = 253), past RANK_SHARED_TESTS for a user without one, whose
+// entries count from RANK_NO_TABLE_BASE on.
 #define RANK_COUNT_WORDS (RANK_SHARED_TESTS + 32)
 #define RANK_NO_TABLE_BASE (RANK_COUNT_WORDS - 256)
 static_assert(RANK_NO_TABLE_BASE + GR_CELL_NOWHERE >= RANK_SHARED_TESTS &&
-              RANK_NO_TABLE_BASE + GR_CELL_SEARCH < RANK_COUNT_WORDS && GR_CELL_TESTS <= GR_CELL_NOWHERE &&
-              GR_CELL_STEP + GR_CELL_TESTS - 2 < RANK_COUNT_WORDS,
+              RANK_NO_TABLE_BASE + GR_CELL_SEARCH < RANK_COUNT_WORDS && GR_CELL_TESTS <= GR_CELL_NOWHERE,
               "an entry that is no place counts past every place");
-// a user's cells (bands.cuh) in a block of at least RANK_SPAN / 4 items (GR_CELLS in a smaller one):
-// 1,024, but GR_CELLS on an A100 or Orin (164 KB of shared memory an SM), where 896 more bytes a
-// block would fit 6 blocks an SM instead of 7
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870)
+// While a user's table is built (before any count), its band edges' cells (gr_build_cells: 2 GR_CELL_TESTS
+// int16_t) lie in the counts' words RANK_EDGE_WORDS .., past every word a user with a table counts in.
+#define RANK_EDGE_WORDS 256
+static_assert(RANK_EDGE_WORDS > GR_CELL_SEARCH && RANK_EDGE_WORDS + GR_CELL_TESTS <= RANK_COUNT_WORDS,
+              "the edges' cells in words no count of a user with a table reaches");
+// Per architecture, from its shared memory and threads an SM: RANK_CELLS, a user's cells (bands.cuh) in a block of at
+// least RANK_SPAN / 2 items (half as many from RANK_SPAN / 8, GR_CELLS in a smaller block: a table costs its block
+// about 50 instructions a cell), and RANK_BLOCKS_F32 and RANK_BLOCKS_F64, the blocks of rank_tile_f32 and
+// rank_tile_f64 an SM holds (their registers: at most 65,536 / (256 blocks) a thread).
+// - 228 KB and 2,048 threads an SM (H100, H200, B200, B300; and the host emulation): 2,048 cells, 4 KB of entries and steps,
+//   26,768 bytes a block: 8 blocks (every warp slot) at 32 registers; double 6 of 34,960 bytes at 40.
+// - 164 KB and 2,048 threads (A100, Orin): GR_CELLS, 7 blocks of 22,928 bytes (896 more bytes a block would fit 6;
+//   ptxas gives 32 registers either way, and rank_tile_f32 spills there); double 5.
+// - 100 KB and 1,536 threads, or less (RTX 30, 40 and 50 series, A10, L4, L40, T4, V100): 512 cells, 1 KB of entries
+//   and steps, as the 1,024 entries before the steps (change 44): 4 blocks of 23,696 bytes at 64 registers; double 3.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+#define RANK_CELLS 2048
+#define RANK_BLOCKS_F32 8
+#define RANK_BLOCKS_F64 6
+#elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
 #define RANK_CELLS GR_CELLS
+#define RANK_BLOCKS_F32 7
+#define RANK_BLOCKS_F64 5
 #else
-#define RANK_CELLS 1024
+#define RANK_CELLS 512
+#define RANK_BLOCKS_F32 4
+#define RANK_BLOCKS_F64 3
 #endif
 
 // Bit gr_round_bit(j) of the training bitmap: the span's item j, a round's 128 items (RANK_ROUND = 4 of
@@ -69,7 +88,8 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     __shared__ T sh_low[RANK_SHARED_TESTS];
     __shared__ T sh_high[RANK_SHARED_TESTS];
     __shared__ int32_t sh_cnt[RANK_COUNT_WORDS];
-    __shared__ uint16_t sh_cells[RANK_CELLS];  // with steps (gr_cell_entry)
+    __shared__ uint8_t sh_cells[RANK_CELLS];  // the cells' entries and steps (gr_build_cells)
+    __shared__ uint8_t sh_steps[RANK_CELLS];
     __shared__ int64_t train_range[2];
     __shared__ int32_t warp_queue[RANK_THREADS / 32][GR_QUEUE];
 
@@ -104,11 +124,13 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     // the user's cells (bands.cuh), from the bands in shared memory; none for more than GR_CELL_TESTS.
     // Finer cells where the block has many items (fewer of them search), fewer where building the
     // table would cost as much as counting the block's items.
-    const int n_cells = span_n >= RANK_SPAN / 4 ? RANK_CELLS : GR_CELLS;
+    const int n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS : span_n >= RANK_SPAN / 8 ? max(RANK_CELLS / 2, GR_CELLS)
+                                                                                      : GR_CELLS;
     const T scale = in_shared ? gr_cells_scale<T>(shared_bands, n_tests, n_cells) : (T)0;
-    const Cells<T, uint16_t> cells = gr_cells(sh_cells, scale, n_cells);
-    for (int k = threadIdx.x; k < n_cells; k += blockDim.x)
-        sh_cells[k] = (uint16_t)gr_cell_entry(shared_bands, n_tests, worst, scale, cells.last, k, true);
+    const Cells<T> cells = gr_cells(sh_cells, scale, n_cells);
+    gr_build_cells(sh_cells, sh_steps, (int16_t*)(sh_cnt + RANK_EDGE_WORDS), shared_bands, n_tests, worst, scale,
+                   n_cells);
+    // the training bitmap after the table (before it, rank_tile_f32 spilled 124 bytes), the barrier after both
     for (int64_t t = train_range[0] + threadIdx.x; t < train_range[1]; t += blockDim.x) {
         const int j = gr_round_bit((int)(train[t] - first_item));
         atomicOr(&train_bits[j >> 5], 1u << (j & 31));
@@ -204,11 +226,11 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
             for (int k = 1; k < RANK_ROUND; ++k) v = q == k ? s[k] : v;
             return v;
         };
-        // a searched score: one step where its cell's entry is a step (never for a score not finite: its cell is 0 or
-        // the last), else gr_place's search
+        // a searched score: one step where its cell names one (never for a score not finite: its cell is 0 or the
+        // last), else gr_place's search
         const auto place = [&](T v) {
-            const int e = cells.entry[gr_cell(v, worst, cells.scale, cells.last)];
-            return e >= GR_CELL_STEP ? gr_step(shared_bands, e - GR_CELL_STEP, v) : gr_place(shared_bands, n_tests, top, worst, v);
+            const int step = sh_steps[gr_cell(v, worst, cells.scale, cells.last)];
+            return step ? gr_step(shared_bands, step - 1, v) : gr_place(shared_bands, n_tests, top, worst, v);
         };
         defer |= gr_search_round(search, score, place, [&](int c) { gr_add_count(sh_cnt, c); },
                                  [&](T v) { bad |= !isfinite(v); });
@@ -226,8 +248,8 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
     }
 }
 
-// MIN_BLOCKS: blocks an SM must hold (registers per thread <= 65,536 / (256 MIN_BLOCKS)): float fits
-// 32 registers without a spill (8 blocks, every warp slot of an SM); double 40 (6 blocks)
+// MIN_BLOCKS: blocks an SM must hold (registers per thread <= 65,536 / (256 MIN_BLOCKS)): RANK_BLOCKS_F32 and
+// RANK_BLOCKS_F64 (an H100: float 32 registers without a spill, 8 blocks, every warp slot of an SM; double 40, 6)
 #define RANK_TILE(NAME, T, MIN_BLOCKS)                                                                         \
     extern "C" __global__ void __launch_bounds__(RANK_THREADS, MIN_BLOCKS) NAME(                               \
         const T* S, int64_t ld, int given, int64_t item_begin, int64_t n_tile, const int64_t* users,          \
@@ -240,5 +262,5 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                      seed, noise);                                                                             \
     }
 
-RANK_TILE(rank_tile_f32, float, 8)
-RANK_TILE(rank_tile_f64, double, 6)
+RANK_TILE(rank_tile_f32, float, RANK_BLOCKS_F32)
+RANK_TILE(rank_tile_f64, double, RANK_BLOCKS_F64)

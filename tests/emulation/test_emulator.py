@@ -790,38 +790,39 @@ CELLS = r"""
 // the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
 // rank kernels find it (gr_place_cell's entry, then gr_place where it is above GR_CELL_NOWHERE),
 // gr_place, and the cell and its entry where gr_place_cell reads them (else -1, -1); then, from
-// the same cells with steps (rank_tile's table of uint16_t entries), the place as rank_tile finds it
+// the same cells with steps (rank_tile's table: gr_build_cells), the place as rank_tile finds it
 // (a finite score: its cell's entry, then gr_step or gr_place where it is above GR_CELL_NOWHERE; a
 // score not finite: its lane's round searched, gr_step or gr_place by its cell's entry) and the
-// score's entry in that table (for every score: its cell's).
+// score's entry and step in that table (entry | step << 8, for every score: its cell's), and the same
+// computed at use (gr_cell_entry with steps).
 template <typename T>
 __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T* s, int n_s, int n_cells, int* out) {
-    __shared__ uint8_t entry[1024];
-    __shared__ uint16_t wide[1024];
+    __shared__ uint8_t entry[2048];
+    __shared__ uint8_t wide[2048], wide_steps[2048];
+    __shared__ int16_t edge_cells[2 * GR_CELL_TESTS];
     const int k = blockIdx.x, n = m[k];
     const SharedBands<T> bands = {lo + k * width, hi + k * width};
     const T worst = n > 0 ? bands.low(n - 1) : (T)GR_INF;
     const T scale = gr_cells_scale<T>(bands, n, n_cells);
     const Cells<T> c = gr_cells(entry, scale, n_cells);
-    const Cells<T, uint16_t> w = gr_cells(wide, scale, n_cells);
-    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) {
-        entry[i] = gr_cell_entry(bands, n, worst, scale, c.last, i);
-        wide[i] = gr_cell_entry(bands, n, worst, scale, c.last, i, true);
-    }
+    const Cells<T> w = gr_cells(wide, scale, n_cells);
+    for (int i = threadIdx.x; i < n_cells; i += blockDim.x) entry[i] = gr_cell_entry(bands, n, worst, scale, c.last, i);
+    gr_build_cells(wide, wide_steps, edge_cells, bands, n, worst, scale, n_cells);
     __syncthreads();
     for (int i = threadIdx.x; i < n_s; i += blockDim.x) {
         const T x = s[k * n_s + i];
-        int* o = out + 6 * (k * n_s + i);
+        int* o = out + 7 * (k * n_s + i);
         const bool read = isfinite(x);
         const int e = gr_place_cell(c, worst, x);
         o[0] = e > GR_CELL_NOWHERE ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
-        const int f = w.entry[gr_cell(x, worst, w.scale, w.last)];
+        const int g = gr_cell(x, worst, w.scale, w.last), f = w.entry[g], step = wide_steps[g];
         o[4] = read && f <= GR_CELL_NOWHERE ? (f == GR_CELL_NOWHERE ? GR_NOWHERE : f)
-               : f >= GR_CELL_STEP ? gr_step(bands, f - GR_CELL_STEP, x) : gr_place(bands, n, gr_search_top(n), worst, x);
-        o[5] = f;
+               : step ? gr_step(bands, step - 1, x) : gr_place(bands, n, gr_search_top(n), worst, x);
+        o[5] = f | step << 8;
+        o[6] = gr_cell_entry(bands, n, worst, scale, c.last, gr_cell(x, worst, w.scale, w.last), true);  // at each use
     }
 }
 extern "C" __global__ void cells_f32(const float* lo, const float* hi, const int* m, int width, const float* s, int n_s,
@@ -832,20 +833,23 @@ extern "C" __global__ void cells_f64(const double* lo, const double* hi, const i
 
 
 CELLS_MUTANTS = {  # (old, new) in bands.cuh
-    "a high edge's cell not seen": ("||\n                      (q < m && gr_cell(bands.high(q), worst, scale, last) == k)", ""),
+    "a high edge's cell not seen": (" || (q < m && high_cell(q) == k)", ""),
     "a step's compare with the high edge": ("const int c = bands.low(p) > s ? p + 1 : p;",
                                             "const int c = bands.high(p) > s ? p + 1 : p;"),
     "a step that never passes its low edge": ("const int c = bands.low(p) > s ? p + 1 : p;", "const int c = p;"),
-    "a step in a cell of two low edges": ("&& gr_cell(bands.low(p + 1), worst, scale, last) < k ?", "?"),
+    "a step in a cell of two low edges": ("&& low_cell(p + 1) < k ?", "?"),
+    "the high edges' cells read from the low edges'": ("return (int)edge_cells[GR_CELL_TESTS + i]; };",
+                                                       "return (int)edge_cells[i]; };"),
+    "a high edge's cell computed from its low edge": ("edge_cells[GR_CELL_TESTS + i] = (int16_t)gr_cell(bands.high(i),",
+                                                      "edge_cells[GR_CELL_TESTS + i] = (int16_t)gr_cell(bands.low(i),"),
     "a step in the worst band's cell": ("steps && k < last && p < m - 1 &&", "steps && k < last && p < m &&"),
     "a step's place one above": ("return bands.high(c) < s ? c : GR_DEFER;", "return bands.high(c) < s ? c + 1 : GR_DEFER;"),
     "a step's high edge inside its band": ("return bands.high(c) < s ? c : GR_DEFER;", "return bands.high(c) <= s ? c : GR_DEFER;"),
-    "the wrong low edge looked at": ("gr_cell(bands.low(p), worst, scale, last) == k",
-                                     "gr_cell(bands.low(p ? p - 1 : 0), worst, scale, last) == k"),
+    "the wrong low edge looked at": ("low_cell(p) == k", "low_cell(p ? p - 1 : 0) == k"),
     "the best band in the last cell": ("scale = (T)(n - 3) / width", "scale = (T)(n - 1) / width"),
     "the worst band's edge in cell 0": ("gr_fma(s - worst, scale, (T)1)", "gr_fma(s - worst, scale, (T)0)"),
-    "cell 0 placed nowhere without a table": ("if (k == 0) return GR_CELL_NOWHERE;\n    if (!(scale > (T)0)) return GR_CELL_SEARCH;",
-                                               "if (!(scale > (T)0)) return GR_CELL_SEARCH;\n    if (k == 0) return GR_CELL_NOWHERE;"),
+    "cell 0 placed nowhere without a table": ("if (k == 0) return GR_CELL_NOWHERE;\n    if (!table) return GR_CELL_SEARCH;",
+                                               "if (!table) return GR_CELL_SEARCH;\n    if (k == 0) return GR_CELL_NOWHERE;"),
 }
 
 
@@ -895,6 +899,7 @@ def _cells_scores(low, high, dtype, n_s, n_cells):
 
 @pytest.mark.parametrize("dtype, n_cells, mutant", [(np.float32, 128, None), (np.float64, 128, None),
                                                     (np.float32, 1024, None), (np.float64, 1024, None),
+                                                    (np.float32, 2048, None), (np.float64, 2048, None),
                                                     *((np.float32, 128, mutant) for mutant in CELLS_MUTANTS)])
 def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
     """bands.cuh's cells (gr_place_cell: the rank kernels' table from a score's cell to its
@@ -917,23 +922,23 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
         lo[k, :low.size], hi[k, :high.size] = low, high
         s[k] = cells_scores(low, high, dtype, n_s, n_cells)
     m = np.array([low.size for _, low, _ in cases], dtype=np.int32)
-    out = np.zeros((len(cases), n_s, 6), dtype=np.int32)
+    out = np.zeros((len(cases), n_s, 7), dtype=np.int32)
     include = mutated_kernels(tmp_path, "bands.cuh", *CELLS_MUTANTS[mutant]) if mutant else KERNELS  # must fail
     kernel = module("cells", CELLS, include=include).get_function("cells_f32" if dtype == np.float32 else "cells_f64")
     kernel((len(cases),), (128,), (lo.ravel(), hi.ravel(), m, np.int32(width), s.ravel(), np.int32(n_s), np.int32(n_cells),
                                    out))
     failures, steps = [], 0
     for k, (name, low, high) in enumerate(cases):
-        got, searched, cell, entry, stepped, wide = out[k].T
+        got, searched, cell, entry, stepped, wide, at_use = out[k].T
         answered = (entry >= 0) & (entry <= 253)
-        # rank_tile's table with steps: its answer gr_place's; the entries of the table without steps
-        # where that places, "nowhere" or "inside a band", a full search or a step (p < m - 1) where it searches
-        ok = np.array_equal(stepped, searched)
+        # rank_tile's table with steps: its answer gr_place's; the entries those of the table without steps, and
+        # a step (p < m - 1) only where that searches
+        ok = np.array_equal(stepped, searched) and np.array_equal(wide, at_use)
         read = entry >= 0
-        ok = ok and np.array_equal(wide[read & (entry < 255)], entry[read & (entry < 255)])
-        is_step = wide >= 256
-        ok = ok and (wide[read & (entry == 255) & ~is_step] == 255).all() and (wide[is_step] - 256 < low.size - 1).all()
-        steps += int(is_step.sum())
+        ok = ok and np.array_equal(wide[read] & 255, entry[read])
+        step = wide >> 8
+        ok = ok and ((wide[step > 0] & 255) == 255).all() and (step[step > 0] - 1 < low.size - 1).all()
+        steps += int((step > 0).sum())
         # where the cell answers a place, gr_place_cell gives it; "nowhere" (253), gr_place places
         # the score nowhere; "inside a band" (254: gr_place_cell sends the score on to gr_place),
         # gr_place defers it
@@ -1385,10 +1390,15 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "off-by-one c <= m": ("rank_tile.cu", "if (c < m) atomicAdd", "if (c <= m) atomicAdd", 1),
     "missing barrier after the training bitmap": ("rank_tile.cu", "__syncthreads();", "", 2),
     "missing barrier after loading the test items": ("rank_tile.cu", "__syncthreads();", "", 1),
-    "half the cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < n_cells;",
-                                     "for (int k = threadIdx.x; k < n_cells / 2;", 1),
-    "a large block's last 512 cells never written": ("rank_tile.cu", "for (int k = threadIdx.x; k < n_cells;",
-                                                     "for (int k = threadIdx.x; k < min(n_cells, 512);", 1),
+    "half the cells never written": ("bands.cuh", "k1 = min(n, k0 + per);", "k1 = min(n / 2, k0 + per);", 1),
+    "a large block's last 512 cells never written": ("bands.cuh", "k1 = min(n, k0 + per);", "k1 = min(min(n, 512), k0 + per);", 1),
+    "a 2,048-cell table's last half never written": ("bands.cuh", "k1 = min(n, k0 + per);", "k1 = min(min(n, 1024), k0 + per);", 1),
+    "a thread's cells after its first placed by its first's low edges": ("bands.cuh", "while (p > 0 && low_cell(p - 1) <= k) --p;", "", 1),
+    "a thread's walk past the high edges one short": ("bands.cuh", "while (q > 0 && high_cell(q - 1) <= k) --q;",
+                                                      "while (q > 0 && high_cell(q - 1) < k) --q;", 1),
+    "missing barrier after the edges' cells": ("bands.cuh", "    __syncthreads();\n    const auto low_cell = [&](int i) { return (int)edge_cells[i]; };",
+                                               "    const auto low_cell = [&](int i) { return (int)edge_cells[i]; };", 1),
+    "the edges' cells where the counts of places are": ("rank_tile.cu", "(int16_t*)(sh_cnt + RANK_EDGE_WORDS)", "(int16_t*)sh_cnt", 1),
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
     "a neighbour's training bits": ("rank_tile.cu", ">> (4 * (lane & 7))) & 0xFu;", ">> (4 * ((lane ^ 1) & 7))) & 0xFu;", 1),
@@ -1407,9 +1417,9 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
                                                    "gr_add_count(cell_counts, e < GR_CELL_NOWHERE ? e : 0);", 1),
     "a user with a table counting past its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
                                                      "sh_cnt + RANK_NO_TABLE_BASE", 1),
-    "a step from the next place": ("rank_tile.cu", "gr_step(shared_bands, e - GR_CELL_STEP, v)",
-                                   "gr_step(shared_bands, e - GR_CELL_STEP + 1, v)", 1),
-    "a step's entry read as a place": ("rank_tile.cu", "cells.last, k, true);", "cells.last, k, true) % GR_CELL_STEP;", 1),
+    "a step from the next place": ("rank_tile.cu", "gr_step(shared_bands, step - 1, v)", "gr_step(shared_bands, step, v)", 1),
+    "a step read from the cell's entry": ("rank_tile.cu", "const int step = sh_steps[", "const int step = sh_cells[", 1),
+    "a table's steps never written": ("bands.cuh", "        step[k] = (uint8_t)(e >> 8);\n", "", 1),
 }
 
 
