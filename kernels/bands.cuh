@@ -140,8 +140,8 @@ __device__ __forceinline__ int gr_cells_above(const Cell& cell, int m, int k) {
 // high edge instead of a search (gr_step says why). Cells 0 and last, where gr_cell puts every score
 // that is not finite, never name a step.
 // From the cells of the bands' edges, low_cell(i) = cell(low(i)) and high_cell(i) = cell(high(i))
-// (computed once for a table: gr_build_cells; or at each use: gr_cell_entry), and p and q =
-// #{i : high_cell(i) > k} (where `table`: the scale is positive); `last`: the table's last cell.
+// (computed once for a table: gr_build_cells; or at each use: gr_cell_entry), p = #{i : low_cell(i) > k}
+// and q = #{i : high_cell(i) > k} (where `table`: the scale is positive); `last`: the table's last cell.
 template <typename LowCell, typename HighCell>
 __device__ __forceinline__ int gr_cell_entry_at(const LowCell& low_cell, const HighCell& high_cell, int m, bool table,
                                                 int last, int k, bool steps, int p, int q) {
