@@ -10,6 +10,7 @@ typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
+typedef short int16_t;
 #else
 #include <stdint.h>
 #include <string.h>
