@@ -233,17 +233,19 @@ def main(argv=None):
                  for name, tol in per_item_bounds.items()})
     placed, flags, places = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
     conflicts = {layout: atomic_conflicts(places, layout) for layout in CONFLICT_LAYOUTS}
+    tables = {128: (placed, flags)}  # cells: (shares, searched flags)
     stepping = {}  # rank_tile with steps (change 44): 1,024 cells, and 2,048 (change 45: RANK_CELLS on an H100)
     for cells in (1024, 2048):
         steps = []
         shares, searched, _ = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells, steps)
+        tables[cells] = (shares, searched)
         stepping[f"{cells} cells"] = dict(searched=shares["the search"],
                                           stepped=float(np.mean([t.mean() for t in steps])),
                                           searches=warp_searches(searched, 4)["after_the_round"],
                                           **warp_steps(searched, steps))
     warp = {}  # rank_tile: rounds of 4 items a lane, 128 or 1,024 cells; fused_rank: rounds of 8, 128 cells
     for cells, rounds in ((128, (4, 8)), (1024, (4,))):
-        table = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells) if cells != 128 else (placed, flags)
+        table = tables[cells]
         for r in rounds:
             warp[f"{cells} cells, rounds of {r}"] = dict(searched=table[0]["the search"], **warp_searches(table[1], r))
     info = {"date": dt.date.today().isoformat(), "commit": git_commit(),
