@@ -234,11 +234,13 @@ def main(argv=None):
     placed, flags, places = placements(A, B, X_train, X_test, users, bounds["FP32, norms"])
     conflicts = {layout: atomic_conflicts(places, layout) for layout in CONFLICT_LAYOUTS}
     tables = {128: (placed, flags)}  # cells: (shares, searched flags)
-    stepping = {}  # rank_tile with steps (change 44): 1,024 cells, and 2,048 (change 45: RANK_CELLS on an H100)
-    for cells in (1024, 2048):
+    # rank_tile with steps (change 44) at each architecture's RANK_CELLS: 2,048 on an H100 (change 45), 512 on an A100
+    # (change 46) and the RTX series, 128 on an A100 before change 46; 1,024 in a block of a short span
+    stepping = {}
+    for cells in (128, 512, 1024, 2048):
         steps = []
         shares, searched, _ = placements(A, B, X_train, X_test, users, bounds["FP32, norms"], cells, steps)
-        tables[cells] = (shares, searched)
+        tables.setdefault(cells, (shares, searched))
         stepping[f"{cells} cells"] = dict(searched=shares["the search"],
                                           stepped=float(np.mean([t.mean() for t in steps])),
                                           searches=warp_searches(searched, 4)["after_the_round"],
@@ -276,7 +278,8 @@ def main(argv=None):
               "sm_90, the cell's entry read again) where gr_place searched (about 50 + 8 a bisection step: 82 at 10 "
               "test items); per item slot of a warp, the iterations of the search loop before (searches, as above) "
               "and with steps: those where some lane searches in full, and those where some lane steps. rank_tile's "
-              "table on an H100: 1,024 cells with change 44, 2,048 with change 45.", "",
+              "table (RANK_CELLS): 2,048 cells on an H100 (change 45; 1,024 with change 44), 512 on an A100 (change "
+              "46; 128 before) and on the RTX series.", "",
               "| cells | items searched | by a step | searches a slot | with steps: full searches | steps |",
               "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {name} | {100 * w['searched']:.2f}% | {100 * w['stepped']:.2f}% | {w['searches']:.3f} | "

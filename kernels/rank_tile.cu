@@ -51,17 +51,19 @@ static_assert(RANK_EDGE_WORDS > GR_CELL_SEARCH && RANK_EDGE_WORDS + GR_CELL_TEST
 // rank_tile_f64 an SM holds (their registers: at most 65,536 / (256 blocks) a thread).
 // - 228 KB and 2,048 threads an SM (H100, H200, B200, B300; and the host emulation): 2,048 cells, 4 KB of entries and steps,
 //   26,768 bytes a block: 8 blocks (every warp slot) at 32 registers; double 6 of 34,960 bytes at 40.
-// - 164 KB and 2,048 threads (A100, Orin): GR_CELLS, 7 blocks of 22,928 bytes (896 more bytes a block would fit 6;
-//   ptxas gives 32 registers either way, and rank_tile_f32 spills there); double 5.
-// - 100 KB and 1,536 threads, or less (RTX 30, 40 and 50 series, A10, L4, L40, T4, V100): 512 cells, 1 KB of entries
+// - 164 KB and 2,048 threads (A100): 512 cells, 6 blocks of 23,696 bytes at 40 registers, no spill; double 5 of
+//   31,888 at 48. (7 blocks capped rank_tile_f32 at 32 registers, where it kept the round's pool statistics in local
+//   memory: 172 bytes of spill, 3 loads and 3 stores a round; and 7 blocks left room for 128 cells only.)
+// - 100 KB and 1,536 threads, or less (RTX 30, 40 and 50 series, A10, L4, L40, T4, V100; and Orin, whose
+//   rank_tile_f32 spills at 40 registers where an A100's does not): 512 cells, 1 KB of entries
 //   and steps, as the 1,024 entries before the steps (change 44): 4 blocks of 23,696 bytes at 64 registers; double 3.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
 #define RANK_CELLS 2048
 #define RANK_BLOCKS_F32 8
 #define RANK_BLOCKS_F64 6
-#elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
-#define RANK_CELLS GR_CELLS
-#define RANK_BLOCKS_F32 7
+#elif __CUDA_ARCH__ == 800
+#define RANK_CELLS 512
+#define RANK_BLOCKS_F32 6
 #define RANK_BLOCKS_F64 5
 #else
 #define RANK_CELLS 512

@@ -2,6 +2,7 @@
 compiles them), the shared definitions in kernels/common.cuh give the CPU engine's numbers
 bit for bit (compiled for the host by nvcc), the compile cache key follows every kernel
 file, and the wheel ships the kernels."""
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,42 @@ def test_kernel_compiles_with_nvcc(tmp_path, source, arch):
     result = subprocess.run([NVCC, "-std=c++17", f"-arch={arch}", "-Werror", "all-warnings", "-c", str(source),
                              "-o", str(tmp_path / "kernel.o")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# An SM's limits (CUDA's table of compute capabilities): threads, shared memory for blocks (each block also
+# reserves 1 KB), and the blocks of rank_tile_f32 and rank_tile_f64 that kernels/rank_tile.cu means each to hold
+# (RANK_BLOCKS_F32, RANK_BLOCKS_F64: its __launch_bounds__)
+SM_LIMITS = {"sm_80": (2048, 167_936, {"rank_tile_f32": 6, "rank_tile_f64": 5}),
+             "sm_86": (1536, 102_400, {"rank_tile_f32": 4, "rank_tile_f64": 3}),
+             "sm_90": (2048, 233_472, {"rank_tile_f32": 8, "rank_tile_f64": 6})}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", sorted(SM_LIMITS))
+def test_rank_tile_holds_its_blocks_an_sm_without_spilling(tmp_path, arch):
+    """ptxas's registers, spills and shared memory for rank_tile (as CuPy compiles it: gpureco's options): no
+    local memory in its rounds (on an A100 at 7 blocks it kept the round's pool statistics there), and the blocks
+    an SM it is meant to hold fit the SM's registers, threads and shared memory."""
+    source = _gpu.kernels_dir() / "rank_tile.cu"
+    result = subprocess.run([NVCC, *_gpu.compile_options(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", str(source),
+                             "-o", str(tmp_path / "rank_tile.cubin")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    report = {}
+    for block in result.stderr.split("Compiling entry function")[1:]:
+        name = block.split("'")[1]
+        spills = [int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", block)]
+        registers = int(re.search(r"Used (\d+) registers", block).group(1))
+        smem = int(re.search(r"(\d+) bytes smem", block).group(1))
+        report[name] = (spills, registers, smem)
+    threads, shared, blocks_of = SM_LIMITS[arch]
+    assert set(report) == set(blocks_of), report
+    for name, blocks in blocks_of.items():
+        spills, registers, smem = report[name]
+        assert spills and not any(spills), (arch, name, report[name])
+        warp_registers = -(-registers * 32 // 256) * 256  # allocated a warp at a time, in units of 256
+        assert blocks * 256 <= threads, (arch, name, blocks)
+        assert blocks * 8 * warp_registers <= 65_536, (arch, name, registers, blocks)
+        assert blocks * (smem + 1024) <= shared, (arch, name, smem, blocks)
 
 
 NVRTC, NVRTC_MISSING = nvrtc.library()
