@@ -413,10 +413,15 @@ def _unit_vectors(item_vectors, lists, n_items):
     vectors = v.real_array(item_vectors, "'item_vectors'").astype(np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != n_items:
         raise ValueError(f"'item_vectors' must have shape (n_items={n_items}, d); got {vectors.shape}.")
+    # each row scaled by a power of two that brings its largest component into [0.5, 1) (exact: the cosines are
+    # those of the rows as given), so that the squares neither overflow nor underflow
+    finite = np.isfinite(vectors).all(axis=1)
+    peak = np.abs(vectors).max(axis=1, initial=0.0)
+    vectors = np.ldexp(vectors, -np.frexp(np.where(finite, peak, 1.0))[1][:, None])
     norms = np.sqrt((vectors * vectors).sum(axis=1))
     used = np.zeros(n_items, dtype=bool)
     used[lists[lists >= 0]] = True
-    bad = used & ~(np.isfinite(norms) & (norms > 0))
+    bad = used & ~(finite & (peak > 0))
     if bool(bad.any()):
         raise ValueError(f"'item_vectors' of listed items must be finite and non-zero (cosine similarity is "
                          f"undefined otherwise); item {int(np.flatnonzero(bad)[0])} is not "

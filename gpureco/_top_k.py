@@ -71,7 +71,8 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
                          f"B={'None' if B is None else 'an array'}.")
     A, B, item_biases = (None if x is None else _dense(x, name, ndim) for x, name, ndim in
                          ((A, "A", (2,)), (B, "B", (2,)), (item_biases, "item_biases", (1, 2))))
-    n_items = B.shape[0] if B is not None else item_biases.shape[0]
+    # (item_biases may be a row or a column: as_factors reads either as one entry per item)
+    n_items = B.shape[0] if B is not None else item_biases.shape[0] if item_biases.ndim == 1 else max(item_biases.shape)
     if X_train is not None:
         X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
     n_users = A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0])
@@ -91,7 +92,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = o.backend_for(device, output)
     index = o.user_index(user_ids, n_users, "user_ids")
-    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items)
+    A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items, of="B" if B is not None else "item_biases")
     problem = Problem(X_train, X_train, A, B, item_biases, seed, break_ties_with_noise, backend, tf32)
     items, scores = engine_top_k(problem, users, k, batch_size, max_memory)
     if output in ("cupy", "torch"):  # on the device that ranked, without a copy

@@ -269,6 +269,8 @@ def as_csr(X, name, shape=None, values="float64"):
     dtype = X.dtype if values == "float" and X.dtype in (np.float32, np.float64) else np.float64
     if sp.issparse(X) and X.format == "csr":
         X = _csr_copy(X, dtype)
+    elif sp.issparse(X):  # the values converted before the conversion to CSR sums duplicates: in `dtype`, as a
+        X = sp.csr_array(X.astype(dtype))  # CSR input's are (summed in int8, 100 + 100 wraps to -56)
     else:
         X = sp.csr_array(X, copy=True).astype(dtype, copy=False)
     if _sorted_distinct(X.indptr, X.indices):  # one vectorised pass (SciPy's own check takes 3 times as long)
@@ -291,9 +293,10 @@ def check_finite(X, name, why=""):
     return X
 
 
-def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None):
+def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None, of="X_test"):
     """Validated (A, B, item_biases) in one floating dtype: float32 when A and B both are.
-    With xp=cupy (and asarray=_backend.to_device) they stay in, or go to, GPU memory."""
+    With xp=cupy (and asarray=_backend.to_device) they stay in, or go to, GPU memory.
+    of: the argument whose shape gave n_users and n_items (for the errors)."""
     if (A is None) != (B is None):
         raise ValueError("'A' and 'B' must both be given, or both be None (non-personalised model from "
                          f"'item_biases'); got A={'None' if A is None else 'an array'}, "
@@ -316,14 +319,14 @@ def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None):
         if arrays["A"].shape[1] == 0:
             raise ValueError(f"'A' and 'B' must have at least one factor column; got shape {arrays['A'].shape}.")
         if arrays["A"].shape[0] != n_users:
-            raise ValueError(f"'A' must have one row per user of 'X_test' ({n_users}); got shape {arrays['A'].shape}.")
+            raise ValueError(f"'A' must have one row per user of '{of}' ({n_users}); got shape {arrays['A'].shape}.")
         if arrays["B"].shape[0] != n_items:
-            raise ValueError(f"'B' must have one row per item of 'X_test' ({n_items}); got shape {arrays['B'].shape}.")
+            raise ValueError(f"'B' must have one row per item of '{of}' ({n_items}); got shape {arrays['B'].shape}.")
         if arrays["A"].shape[1] != arrays["B"].shape[1]:
             raise ValueError(f"'A' and 'B' must have the same number of factors (columns); "
                              f"got A {arrays['A'].shape} and B {arrays['B'].shape}.")
     if "item_biases" in arrays and arrays["item_biases"].shape[0] != n_items:
-        raise ValueError(f"'item_biases' must have one entry per item of 'X_test' ({n_items}); "
+        raise ValueError(f"'item_biases' must have one entry per item of '{of}' ({n_items}); "
                          f"got shape {arrays['item_biases'].shape}.")
     single = "A" in arrays and arrays["A"].dtype == np.float32 and arrays["B"].dtype == np.float32
     if "A" not in arrays:
@@ -384,18 +387,18 @@ def request(names, cutoffs, X_test, *, min_pos_test, min_items_pool, consider_co
                    nthreads=resolve_nthreads(nthreads), batch_size=batch_size, max_memory=max_memory)
 
 
-def factors_on(backend, A, B, item_biases, n_users, n_items, reverse=False):
+def factors_on(backend, A, B, item_biases, n_users, n_items, reverse=False, of="X_test"):
     """as_factors for the backend: CuPy arrays on the GPU (device inputs used in place), else
     host arrays (device inputs copied back). With `reverse` (ties by descending item, as
     engine._conventions.reversed_items does to the interactions), B and item_biases hold the
     items in reverse order, as contiguous copies."""
     with _backend.device_context(backend):
         if backend[0] == "gpu":
-            A, B, item_biases = as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device)
+            A, B, item_biases = as_factors(A, B, item_biases, n_users, n_items, _backend.cupy(), _backend.to_device, of)
         else:
             A, B, item_biases = as_factors(*(None if x is None else _backend.to_host(plain_array(x), name)
                                              for x, name in ((A, "A"), (B, "B"), (item_biases, "item_biases"))),
-                                           n_users, n_items)
+                                           n_users, n_items, of=of)
         if reverse:  # .copy() of a reversed view is C-contiguous in NumPy and CuPy alike
             B, item_biases = (None if x is None else x[::-1].copy() for x in (B, item_biases))
     return A, B, item_biases

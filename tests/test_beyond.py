@@ -152,6 +152,14 @@ def test_ild_scale_free_and_large_k(rng):
         sims = unit[lists[u]] @ unit[lists[u]].T
         assert out[u] == pytest.approx(1 - (sims.sum() - np.trace(sims)) / (200 * 199))
     np.testing.assert_allclose(out, scaled, rtol=1e-12)
+    # each row by its own power of two, as far as float64 goes: the same cosines bit for bit (each row is brought to
+    # [0.5, 1) by a power of two before its norm; the squares of 1e154 or 1e-162 overflowed or vanished)
+    powers = 2.0 ** rng.integers(-1000, 1000, 300)
+    np.testing.assert_array_equal(gpureco.beyond_accuracy(lists, "ILD@200", n_items=300,
+                                                          item_vectors=vectors * powers[:, None])["ILD@200"], out)
+    for factor in (1e-170, 1e170, 1e300):  # rounded products: the cosines within rounding
+        extreme = gpureco.beyond_accuracy(lists, "ILD@200", n_items=300, item_vectors=vectors * factor)["ILD@200"]
+        np.testing.assert_allclose(extreme, out, rtol=1e-12)
 
 
 @pytest.mark.gpu

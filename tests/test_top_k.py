@@ -56,6 +56,19 @@ def test_non_personalised_users_subset_and_nan_scores(device, rng):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
+def test_a_row_or_column_of_biases_is_one_per_item(device):
+    """item_biases of shape (1, n) or (n, 1), as calc_reco_metrics takes them: without factors, n items (the row's
+    length was taken for its first dimension: one item, and k=2 refused)."""
+    bias = np.array([1.0, 3.0, 2.0])
+    expected = gpureco.top_k(None, None, 2, item_biases=bias, device=device)
+    for shaped in (bias[None, :], bias[:, None]):
+        got = gpureco.top_k(None, None, 2, item_biases=shaped, device=device)
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    assert expected[0].tolist() == [[1, 2]]
+
+
+@pytest.mark.parametrize("device", BACKENDS)
 @pytest.mark.parametrize("k", [1023, 1024, 1025, 3000])
 def test_large_k_and_many_tiles(device, k, rng):
     """K at and above the kernel's limit; more items than one score tile (65,536) and not a
@@ -97,6 +110,9 @@ def test_lists_agree_with_the_metrics(device, rng):
     (dict(B=None), ValueError, "'A' and 'B' must both be given, or both be None"),
     (dict(A=None, item_biases=np.ones(4)), ValueError, "'A' and 'B' must both be given, or both be None"),
     (dict(device="tpu"), ValueError, "'device' must be one of"),
+    (dict(item_biases=np.ones(3)), ValueError, r"'item_biases' must have one entry per item of 'B' \(4\); got "
+                                               r"shape \(3,\)"),
+    (dict(A=None, B=None, item_biases=np.ones((2, 3))), ValueError, r"'item_biases' must be 1-dimensional"),
 ])
 def test_errors(bad, error, match):
     kw = dict(A=np.ones((3, 2)), B=np.ones((4, 2)), k=2)

@@ -58,6 +58,34 @@ def test_as_csr_is_canonical_and_equal_to_the_dense_sum(seed):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("layout", ["coo_array", "coo_matrix", "csc_array", "csc_matrix", "csr_array", "dense"])
+def test_duplicates_are_summed_in_float64_in_every_layout(layout):
+    """Duplicates are summed after the values become float64 (or stay float with values="float"), whatever the
+    layout: converting a COO or CSC input to CSR first summed them in its own dtype (int8: 100 + 100 = -56, and
+    -128 + -128 = 0, a test item dropped; float32: 3e38 + 3e38 = inf), where a CSR input's were summed in float64."""
+    rows, cols = np.array([0, 0, 0, 1]), np.array([0, 0, 2, 1])
+    for data, summed in ((np.array([100, 100, 1, -128], np.int8), [200.0, 1.0, -128.0]),
+                         (np.array([-128, -128, 1, 5], np.int8), [-256.0, 1.0, 5.0]),
+                         (np.array([3e38, 3e38, 1, 2], np.float32), [2 * float(np.float32(3e38)), 1.0, 2.0])):
+        coo = sp.coo_array((data, (rows, cols)), shape=(2, 3))
+        if layout == "dense":  # (no duplicates: the dense sum in float64)
+            source = np.zeros((2, 3))
+            np.add.at(source, (rows, cols), data.astype(np.float64))
+        elif layout == "csr_array":
+            source = sp.csr_array((data, np.array([0, 0, 2, 1]), np.array([0, 3, 4])), shape=(2, 3))
+        elif layout.startswith("csc"):
+            source = getattr(sp, layout)((data[[0, 1, 3, 2]], np.array([0, 0, 1, 0]), np.array([0, 2, 3, 4])),
+                                         shape=(2, 3))
+        else:
+            source = coo if layout == "coo_array" else sp.coo_matrix(coo)
+        Y = as_csr(source, "X")
+        np.testing.assert_array_equal(Y.data, summed)
+        np.testing.assert_array_equal(Y.indices, [0, 2, 1])
+        assert np.asarray(source.data if sp.issparse(source) else source).dtype in (data.dtype, np.float64)
+        if layout != "dense":  # the caller's values untouched
+            np.testing.assert_array_equal(np.sort(source.data), np.sort(data))
+
+
 def test_as_csr_copies_a_canonical_input():
     """A canonical float64 CSR with int32 indices, the one case where no conversion is needed:
     still a copy (the engine may change its arrays), not a view of the caller's."""
