@@ -75,9 +75,9 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
           -1 for an empty position; no item twice in a row. A row narrower than K is a list
           shorter than K.
         - A long DataFrame (pandas, or polars) with the columns ``user_col``, ``item_col`` and
-          exactly one of ``rank_col`` (1, 2, ..., n within each list) or ``score_col``
-          (ranked by descending score, equal scores by ``ties``), as RePlay's metrics take
-          recommendations.
+          ``rank_col`` (1, 2, ..., n within each list) or ``score_col`` (ranked by descending
+          score, equal scores by ``ties``), as RePlay's metrics take recommendations; where
+          both are present (as in ``top_k(output="pandas")``), the ranks order each list.
         - A dict, as RePlay's: ``{user: [item, ...]}`` in list order, or
           ``{user: [(item, score), ...]}`` (ranked by descending score).
 
@@ -90,7 +90,8 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
     n_items : int
         Size of the catalogue.
     popularity : array of shape (n_items,), default=None
-        Number of training users of each item (for example ``X_train.getnnz(axis=0)``);
+        Number of training users of each item (for example
+        ``np.bincount(X_train.indices, minlength=n_items)`` of a canonical CSR ``X_train``);
         needed by Surprisal, ARP and Tail (or ``train``).
     n_train_users : int, default=None
         :math:`N`, the number of training users (at least 2); needed by Surprisal (or ``train``).
@@ -476,10 +477,10 @@ def _long_form(x, name, columns, ordered):
     v.id_kind(frame[user_col], name, user_col)
     order = None
     if ordered:
-        present = [c for c in (rank_col, score_col) if c in frame.columns]
-        if len(present) != 1:
-            raise ValueError(f"'{name}' must have exactly one of the columns {rank_col!r} ('rank_col') or "
-                             f"{score_col!r} ('score_col'), to order each list; got columns {list(frame.columns)}.")
+        present = [c for c in (rank_col, score_col) if c in frame.columns]  # both (top_k's frame): the ranks
+        if not present:
+            raise ValueError(f"'{name}' must have a column {rank_col!r} ('rank_col') or {score_col!r} ('score_col'), "
+                             f"to order each list; got columns {list(frame.columns)}.")
         order = present[0]
     values = None if order is None else v.numeric_column(frame, order, name, finite=True)
     kind = None if order is None else ("rank" if order == rank_col else "score")

@@ -38,8 +38,9 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     Parameters
     ----------
     recs : DataFrame or dict
-        Columns ``user``, ``item`` and exactly one of ``rank`` (ints 1..n within each list)
-        or ``score`` (ranked by descending score, ties by ascending item); plus the
+        Columns ``user``, ``item`` and ``rank`` (ints 1..n within each list) or ``score``
+        (ranked by descending score, ties by ascending item); where both are present (as in
+        ``top_k(output="pandas")``), the ranks order each list and the scores are not read; plus the
         ``group_by`` columns. Other columns are ignored. pandas, or polars (converted with
         ``.to_pandas()``). Or, as RePlay's metrics take them, a dict ``{user: [item, ...]}`` of
         lists in rank order.
@@ -49,7 +50,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         lists are matched with the truth rows that share its values of those columns.
     metrics : str or list of str, default=("P", "AP", "NDCG")
         Names as ``"NDCG@10"``, or without ``@K`` for every cut-off in ``k``; any of P, TP, R,
-        AP, TAP, NDCG, Hit, RR, DCG, F1, RBP, RPrec (case ignored). ROC_AUC, PR_AUC and bpref are refused: they need the
+        AP, TAP, NDCG, Hit, RR, DCG, F1, RBP, RPrec, ListAUC (case ignored). ROC_AUC, PR_AUC and bpref are refused: they need the
         whole pool of candidate items, which a list does not hold.
     k : int or list of int, default=10
         Cut-offs of the names without ``@K`` (the same default as :func:`evaluate`; only
@@ -90,8 +91,11 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     Notes
     -----
     Every truth row is relevant, whatever its rating; the rating is only the NDCG gain.
-    NDCG is NaN (rule 8 of docs/metrics.md) for a user without a positive gain; no other
-    metric is ever NaN. Items beyond the largest cut-off are never looked at.
+    NDCG is NaN (rule 8 of docs/metrics.md) for a user without a positive gain, counted in
+    ``attrs["nan_reasons"]``; no warning is issued. The only other NaN: a convention that
+    divides by the list's length (LensKit's P and AP) gives NaN for an empty list
+    (``include_missing=True``), not counted there. Items beyond the largest cut-off are never
+    looked at.
 
     Examples
     --------
@@ -273,10 +277,10 @@ def _check_columns(recs, truth, group_by):
             if missing.any():
                 raise ValueError(f"'{name}' column {column!r} has {int(missing.sum())} missing values (NaN/None), "
                                  f"the first at row {int(np.flatnonzero(missing)[0])}; ids must be present.")
-    by = [c for c in ("rank", "score") if c in recs.columns]
-    if len(by) != 1:
-        raise ValueError("'recs' must have exactly one of the columns 'rank' (positions 1..n) and 'score' (ranked "
-                         f"descending); got {'both' if by else 'neither'} (columns {list(recs.columns)}).")
+    by = [c for c in ("rank", "score") if c in recs.columns]  # both (top_k's frame): the ranks order the lists
+    if not by:
+        raise ValueError("'recs' must have a column 'rank' (positions 1..n) or 'score' (ranked descending); got "
+                         f"neither (columns {list(recs.columns)}).")
     return by[0]
 
 

@@ -547,6 +547,8 @@ def _lists_cases():
             ("int ratings", RECS0, TRUTH0.astype({"rating": int}), clean),
             ("rows shuffled", RECS0.sample(frac=1, random_state=1), TRUTH0.sample(frac=1, random_state=2), clean),
             ("extra columns", RECS0.assign(other="x"), TRUTH0.assign(other=object()), clean),
+            ("rank and score both, as top_k's frame (the ranks order, the scores are not read)",
+             RECS0.assign(score=[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]), TRUTH0, clean),
             ("a non-default index", RECS0.set_axis(range(10, 16)), TRUTH0.set_axis(list("abcde")), clean),
     ):
         out.append(Case(f, label, lambda r=recs, t=truth: lists(r, t), "answer",
@@ -581,8 +583,6 @@ def _lists_cases():
             ("string ranks", RECS0.assign(rank=RECS0["rank"].astype(str)), TRUTH0, r"'recs' column 'rank' must hold "
                                                                                     r"numbers", TypeError),
             ("bool ranks", RECS0.assign(rank=True), TRUTH0, r"'recs' column 'rank' must hold numbers", TypeError),
-            ("both rank and score", RECS0.assign(score=1.0), TRUTH0, r"'recs' must have exactly one of the columns",
-             ValueError),
             ("no user column", RECS0.drop(columns="user"), TRUTH0, r"'recs' must have the columns", ValueError),
             ("duplicate (user, item) in recs", pd.concat([RECS0, RECS0.iloc[:1].assign(rank=4)]), TRUTH0,
              r"'recs' has 1 duplicate \(user, item\) rows", ValueError),
@@ -695,13 +695,14 @@ def _beyond_cases():
             ("NaN for a listed item", _nan_at(VEC0, (0, 0)), ValueError, r"'item_vectors' of listed items must be "
                                                                          r"finite and non-zero"),
             ("zero for a listed item", _nan_at(VEC0, 0, 0.0), ValueError, r"'item_vectors' of listed items"),
-            ("1e200 (the squared norm overflows)", _nan_at(VEC0, (0, 0), 1e200), ValueError,
-             r"'item_vectors' of listed items"),
             ("the wrong shape", VEC0[:-1], ValueError, r"'item_vectors' must have shape \(n_items=6, d\)"),
             ("strings", VEC0.astype(str), TypeError, r"'item_vectors' must hold numbers"),
             ("masked", np.ma.masked_array(VEC0, mask=VEC0 > 2), TypeError, r"'item_vectors' is a NumPy masked")):
         out.append(Case(f, f"'item_vectors' {label}", lambda x=value: beyond(item_vectors=x), "error", regex,
                         exception))
+    for label, scale, rtol in (("2**600", 2.0**600, 0.0), ("2**-1000", 2.0**-1000, 0.0), ("1e200", 1e200, 1e-13)):
+        out.append(Case(f, f"'item_vectors' scaled by {label} (cosines are scale-free; squares would overflow or "
+                        "vanish)", lambda s=scale: beyond(item_vectors=VEC0 * s), "answer", lambda: beyond(), rtol=rtol))
     out.append(Case(f, "'item_vectors' NaN for an unlisted item (unused)", lambda: beyond(
         item_vectors=_nan_at(VEC0, (5, 0))), "answer", lambda: beyond()))
     out.append(Case(f, "'baseline' with fewer rows", lambda: beyond(baseline=BASE0[:2]), "error",

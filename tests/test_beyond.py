@@ -360,9 +360,8 @@ RECS = pd.DataFrame({"user": [0, 0, 1], "item": [0, 1, 2], "rank": [1, 2, 1]})
 KEYED_ERRORS = [
     (dict(lists=RECS.drop(columns="item")), ValueError,
      r"'lists' must have the columns \['user', 'item'\] \('user_col', 'item_col'\); it lacks \['item'\]"),
-    (dict(lists=RECS.assign(score=1.0)), ValueError,
-     r"'lists' must have exactly one of the columns 'rank' \('rank_col'\) or 'score' \('score_col'\)"),
-    (dict(lists=RECS.drop(columns="rank")), ValueError, r"exactly one of the columns 'rank'"),
+    (dict(lists=RECS.drop(columns="rank")), ValueError,
+     r"'lists' must have a column 'rank' \('rank_col'\) or 'score' \('score_col'\), to order each list"),
     (dict(lists=RECS.assign(item=["a", "b", "c"])), TypeError,
      r"'lists' column 'item' must hold item indices \(ints in \[0, n_items\).*got 'a' at row 0"),
     (dict(lists=RECS.assign(item=[0, 1, 7])), ValueError,

@@ -230,8 +230,7 @@ ERRORS = [
     (dict(recs=RECS.assign(rank=[0, 1, 1])), ValueError, r"the list of user 1 has ranks \[0, 1\]"),
     (dict(recs=RECS.assign(rank=[1, 1, 1])), ValueError, r"the list of user 1 has ranks \[1, 1\]"),
     (dict(recs=RECS.assign(rank=[1, 2.5, 1])), ValueError, r"the list of user 1 has ranks \[1, 2.5\]"),
-    (dict(recs=RECS.assign(score=1.0)), ValueError, r"'recs' must have exactly one of the columns 'rank' .* and 'score' .*; got both"),
-    (dict(recs=RECS.drop(columns="rank")), ValueError, r"got neither"),
+    (dict(recs=RECS.drop(columns="rank")), ValueError, r"'recs' must have a column 'rank' .* or 'score' .*; got neither"),
     (dict(recs=RECS.drop(columns="rank").assign(score=[1.0, np.nan, 2.0])), ValueError,
      r"'recs' column 'score' must hold finite numbers; got 1 NaN or infinite values"),
     (dict(recs=RECS.assign(rank=["1", "2", "1"])), TypeError, r"'recs' column 'rank' must hold numbers"),
@@ -301,3 +300,24 @@ def test_lenskit_and_ranx_conventions_hand_worked():
     last = gpureco.evaluate_lists(pd.DataFrame({"user": [1, 1], "item": ["a", "b"], "score": [1.0, 1.0]}),
                                   pd.DataFrame({"user": [1], "item": ["b"]}), metrics=["RR@2"], ties="last")
     assert last.loc[1, "RR@2"] == 1.0  # the tie goes to the larger item, b
+
+
+def test_top_k_frames_are_the_input_of_evaluate_lists_and_beyond_accuracy(rng):
+    """top_k(output="pandas") has both 'rank' and 'score' (docs/conventions.md: it is the input of evaluate_lists
+    and beyond_accuracy): the ranks order the lists, as they would without the scores; ranks that disagree with the
+    scores are read as ranks (the scores are not read)."""
+    A, B = rng.standard_normal((6, 3)), rng.standard_normal((9, 3))
+    recs = gpureco.top_k(A, B, 4, output="pandas", device="cpu")
+    assert {"rank", "score"} <= set(recs.columns)
+    truth = pd.DataFrame({"user": [0, 0, 1, 3, 5], "item": [1, 4, 2, 8, 0]})
+    ranked = recs.drop(columns="score")
+    pd.testing.assert_frame_equal(gpureco.evaluate_lists(recs, truth, ["NDCG@4", "P@4", "AP@4"]),
+                                  gpureco.evaluate_lists(ranked, truth, ["NDCG@4", "P@4", "AP@4"]))
+    flipped = recs.assign(score=-recs["score"])  # scores that would reverse every list
+    pd.testing.assert_frame_equal(gpureco.evaluate_lists(flipped, truth, ["NDCG@4"]),
+                                  gpureco.evaluate_lists(ranked, truth, ["NDCG@4"]))
+    assert gpureco.beyond_accuracy(recs, ["Coverage@4", "Gini@3"], n_items=9) == \
+        gpureco.beyond_accuracy(ranked, ["Coverage@4", "Gini@3"], n_items=9)
+    pd.testing.assert_series_equal(
+        gpureco.beyond_accuracy(flipped, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"],
+        gpureco.beyond_accuracy(ranked, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"])

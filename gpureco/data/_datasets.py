@@ -47,7 +47,7 @@ def make_interactions(n_users=10_000, n_items=3_000, mean_per_user=30, *, n_fact
 
     Notes
     -----
-    Guarantees (tested in tests/test_datasets.py):
+    Guarantees (tested in tests/data/test_datasets.py):
 
     - the same arguments give the same frame, row for row, on every machine;
     - every user appears, with between ``min_per_user`` and ``n_items // 2`` interactions;

@@ -306,13 +306,13 @@ def _evaluate_cases():
              r"give exactly one model"),
     ]
     # top-K lists
-    for name, error in [("recs_rank_missing", r"exactly one of the columns 'rank'"),
+    for name, error in [("recs_rank_missing", r"must have a column 'rank' .* or 'score'"),
                         ("recs_rank_nan", r"column 'rank' must hold finite numbers"),
                         ("recs_rank_text", r"column 'rank' must hold numbers"),
                         ("recs_rank_negative", r"ranks must be 1, 2, \.\.\., n"),
                         ("recs_rank_fraction", r"ranks must be 1, 2, \.\.\., n"),
                         ("recs_rank_huge", r"column 'rank' must hold finite numbers"),
-                        ("recs_rank_and_score", r"got both"), ("recs_score_nan", r"column 'score' must hold finite"),
+                        ("recs_score_nan", r"column 'score' must hold finite"),
                         ("recs_duplicate", r"duplicate \(user, item\) rows"),
                         ("recs_text_ids", r"recs_text_ids\.csv: the user ids are text but those of .*test\.csv are "
                                           r"numbers"),
@@ -323,6 +323,9 @@ def _evaluate_cases():
                           f"--recs {{d}}/{name}.csv --metrics NDCG@3", 2, rf"{name}\.csv.*: .*{error}"
                           if "csv" not in error else error))
     cases += [
+        Case("evaluate", "--recs with rank and score (as top_k's frame: the ranks order)", "evaluate --train "
+             "{d}/train.csv --test {d}/test.csv --recs {d}/recs_rank_and_score.csv --metrics NDCG@3 --out {out}/r.csv",
+             0),
         Case("evaluate", "--recs with ROC_AUC", "evaluate --train {d}/train.csv --test {d}/test.csv --recs "
              "{d}/recs.csv --metrics ROC_AUC", 2, r"--metrics 'ROC_AUC'.*not available"),
         Case("evaluate", "--recs with a broken --train", "evaluate --train {d}/garbage.npz --test {d}/test.csv "
