@@ -13,7 +13,7 @@ from . import _validation as v
 from .engine._conventions import Options, reversed_items
 from .engine import _backend
 from .engine._engine import Problem, run, warn_nan
-from .engine._registry import NAN_REASONS, column_name, parse_metrics, select_columns
+from .engine._registry import NAN_REASONS, RANK_METRICS, column_name, parse_metrics, select_columns
 
 
 def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *, break_ties_with_noise=False,
@@ -184,7 +184,7 @@ class Evaluator:
                  device="auto", output="pandas", batch_size=None, max_memory=None, nthreads=-1, tf32=False,
                  convention="gpureco", ties=None, relevance_threshold=None, persistence=0.8):
         X_train, X_test = v.interactions(X_train, X_test)
-        self._selection = parse_metrics(metrics, k)
+        self._selection = parse_metrics(metrics, k, allowed=[m.column for m in RANK_METRICS])
         break_ties_with_noise = v.check_flag(break_ties_with_noise, "break_ties_with_noise")
         tf32 = v.check_flag(tf32, "tf32")
         options = Options(convention, ties, gain, relevance_threshold, persistence)

@@ -117,8 +117,12 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         if not isinstance(given, str):
             raise TypeError(f"Column names (user_col, item_col, score_col, rank_col, value_col) must be str; got "
                             f"{given!r}.")
-    recs = v.as_pandas(_from_dict(recs, "recs"), "recs", "recommendations").rename(columns=names)
-    truth = v.as_pandas(_from_dict(truth, "truth"), "truth", "held-out items").rename(columns=names)
+    # a column that has a canonical name but is not the one named (a 'user' column beside user_col='u') is one of the
+    # ignored others: dropped before the renaming, which would give two columns one name
+    ignored = [target for given, target in names.items() if given != target and target not in names]
+    recs, truth = (v.as_pandas(_from_dict(x, name), name, what) for x, name, what in (
+        (recs, "recs", "recommendations"), (truth, "truth", "held-out items")))
+    recs, truth = (x.drop(columns=[c for c in ignored if c in x.columns]).rename(columns=names) for x in (recs, truth))
     options = Options(convention, ties, gain, relevance_threshold, persistence)
     if options.tie_mode:
         raise ValueError(f"evaluate_lists ranks each list by its ranks or scores, ties by item: 'ties' must be "

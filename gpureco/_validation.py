@@ -52,6 +52,8 @@ def numeric_column(frame, column, name, finite, what="", hint=""):
     values = frame[column]
     if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
         raise TypeError(f"{label(name)} column {column!r} must hold numbers{what}; got dtype {values.dtype}.{hint}")
+    if pd.api.types.is_complex_dtype(values):  # (the conversion would drop the imaginary parts, with a warning)
+        raise TypeError(f"{label(name)} column {column!r} must hold real numbers{what}; got dtype {values.dtype}.")
     values = values.to_numpy(np.float64, na_value=np.nan)
     bad = ~np.isfinite(values) if finite else np.isinf(values)
     if np.any(bad):
@@ -211,8 +213,15 @@ def real_array(value, what, asarray=None):
 def _check_compressed_structure(X, name):
     """CSR/CSC arrays built by hand are not range-checked by SciPy: check before converting."""
     n_major, n_minor = (X.shape[0], X.shape[1]) if X.format == "csr" else (X.shape[1], X.shape[0])
-    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    indptr, indices, data = np.asarray(X.indptr), np.asarray(X.indices), np.asarray(X.data)
     what = "column" if X.format == "csr" else "row"
+    for part, array in (("indptr", indptr), ("indices", indices)):
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            raise TypeError(f"'{name}' is not a valid {X.format.upper()} matrix: its {part} must be a 1-dimensional "
+                            f"array of integers; got {array.dtype} of shape {array.shape}.")
+    if data.ndim != 1 or data.shape[0] < min(indices.size, int(indptr[-1]) if indptr.size else 0):
+        raise ValueError(f"'{name}' is not a valid {X.format.upper()} matrix: its data must be 1-dimensional with a "
+                         f"value for each stored index; got shape {data.shape} for {indices.size} indices.")
     if indptr.shape != (n_major + 1,) or indptr[0] != 0 or np.any(indptr[1:] < indptr[:-1]) or indptr[-1] > indices.size:
         raise ValueError(f"'{name}' is not a valid {X.format.upper()} matrix: its indptr must start at 0, "
                          f"be non-decreasing and end at most at nnz={indices.size}.")
@@ -257,6 +266,10 @@ def as_csr(X, name, shape=None, values="float64"):
             _check_compressed_structure(X, name)
     else:
         _refuse_masked(X, f"'{name}'")
+        columns = [str(c) for c in getattr(X, "columns", ())]  # pandas, polars: a dense matrix, or interactions?
+        if any("user" in c.lower() or "item" in c.lower() for c in columns):
+            raise TypeError(f"'{name}' must be a matrix (users x items); got a frame of interactions (columns "
+                            f"{columns}): gpureco.to_csr(frame) makes the matrix.")
         arr = np.asarray(X)
         _check_real_dtype(arr.dtype, name)
         if arr.ndim != 2:
@@ -270,7 +283,12 @@ def as_csr(X, name, shape=None, values="float64"):
     if sp.issparse(X) and X.format == "csr":
         X = _csr_copy(X, dtype)
     elif sp.issparse(X):  # the values converted before the conversion to CSR sums duplicates: in `dtype`, as a
-        X = sp.csr_array(X.astype(dtype))  # CSR input's are (summed in int8, 100 + 100 wraps to -56)
+        layout = X.format.upper()  # CSR input's are (summed in int8, 100 + 100 wraps to -56)
+        try:
+            X = sp.csr_array(X.astype(dtype))
+        except (ValueError, IndexError) as error:  # a hand-built COO's indices out of range, ...
+            raise ValueError(f"'{name}' is not a valid {layout} matrix: {error}.") from None
+        _check_compressed_structure(X, name)  # SciPy checks no hand-built BSR's block indices: nor did its CSR
     else:
         X = sp.csr_array(X, copy=True).astype(dtype, copy=False)
     if _sorted_distinct(X.indptr, X.indices):  # one vectorised pass (SciPy's own check takes 3 times as long)

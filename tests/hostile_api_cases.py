@@ -282,15 +282,29 @@ def sparse_cases(function, param, run, clean):
             X.indices[0] = clean.shape[1] + 3
         elif kind == "negative":
             X.indices[0] = -1
+        elif kind == "float indptr":
+            X.indptr = X.indptr.astype(np.float64)
+        elif kind == "short data":
+            X.data = X.data[:-1]
+        elif kind == "block index":  # SciPy range-checks no hand-built BSR: its CSR had columns past the matrix
+            X = sp.bsr_array(X.toarray(), blocksize=(1, 1))
+            X.indices = X.indices + clean.shape[1]
         else:
             X.indptr[1] = X.indptr[2] + 1
         return X
 
     for kind, regex in (("index", rf"'{param}' has 1 column indices outside"),
                         ("negative", rf"'{param}' has 1 column indices outside"),
-                        ("indptr", rf"'{param}' is not a valid CSR matrix: its indptr")):
-        out.append(Case(function, f"'{param}' as a hand-built CSR with a bad {kind}", lambda k=kind: run(broken(k)),
-                        "error", regex))
+                        ("indptr", rf"'{param}' is not a valid CSR matrix: its indptr"),
+                        ("float indptr", rf"'{param}' is not a valid CSR matrix: its indptr must be a 1-dimensional "
+                                         "array of integers"),
+                        ("short data", rf"'{param}' is not a valid CSR matrix: its data must be 1-dimensional with a "
+                                       "value for each stored index"),
+                        ("block index", rf"'{param}' has \d+ column indices outside")):
+        exception = TypeError if kind == "float indptr" else ValueError
+        name = "BSR" if kind == "block index" else "CSR"
+        out.append(Case(function, f"'{param}' as a hand-built {name} with a bad {kind}",
+                        lambda k=kind: run(broken(k)), "error", regex, exception))
     for label, value, exception, regex in (
             ("a 1-d array", clean[0], ValueError, rf"'{param}' must be a 2-dimensional matrix; got an array of shape"),
             ("a 3-d array", clean[None], ValueError, rf"'{param}' must be a 2-dimensional matrix; got an array of shape"),
@@ -422,6 +436,14 @@ def _evaluate_cases():
                     r"'scores'", (TypeError, ValueError)))
     out.append(Case(f, "'metrics' unknown", lambda: evaluate(metrics=["MAP"]), "error", r"'metrics'"))
     out.append(Case(f, "'k' as a list with 0", lambda: evaluate(k=[0, 2]), "error", r"'k'"))
+    out.append(Case(f, "'k' a 0-d array", lambda: evaluate(k=np.array(3)), "answer", lambda: evaluate(k=3)))
+    out.append(Case(f, "'metrics' a cut-off in superscript ('NDCG@²')", lambda: evaluate(metrics=["NDCG@²"]), "error",
+                    r"Metric 'NDCG@²' in 'metrics': the cut-off after '@' must be a positive int; got '²'"))
+    out.append(Case(f, "'metrics' a beyond-accuracy metric ('Coverage@3')", lambda: evaluate(metrics=["Coverage@3"]),
+                    "error", r"Metric 'Coverage@3' in 'metrics' is not available here\. It is a metric of top-K "
+                    r"lists: gpureco\.beyond_accuracy computes it"))
+    out.append(Case(f, "'X_test' a frame of interactions", lambda: evaluate(X_test=INTER0), "error",
+                    r"'X_test' must be a matrix \(users x items\); got a frame of interactions", TypeError))
     return out
 
 
@@ -583,6 +605,8 @@ def _lists_cases():
             ("string ranks", RECS0.assign(rank=RECS0["rank"].astype(str)), TRUTH0, r"'recs' column 'rank' must hold "
                                                                                     r"numbers", TypeError),
             ("bool ranks", RECS0.assign(rank=True), TRUTH0, r"'recs' column 'rank' must hold numbers", TypeError),
+            ("complex ratings", RECS0, TRUTH0.assign(rating=TRUTH0.rating + 0j), r"'truth' column 'rating' must hold "
+             r"real numbers; got dtype complex128", TypeError),
             ("no user column", RECS0.drop(columns="user"), TRUTH0, r"'recs' must have the columns", ValueError),
             ("duplicate (user, item) in recs", pd.concat([RECS0, RECS0.iloc[:1].assign(rank=4)]), TRUTH0,
              r"'recs' has 1 duplicate \(user, item\) rows", ValueError),
@@ -798,6 +822,8 @@ def _data_cases():
     out.append(Case(f, "'X' with one user ('separated')", lambda: split_reco(XSPLIT0[:1], split_type="separated"),
                     "error", r"'X' must have at least 2 rows"))
     out.append(Case(f, "'X' as None", lambda: split_reco(None), "error", r"'X'", TypeError))
+    out.append(Case(f, "'X' a frame of interactions", lambda: split_reco(INTER0), "error",
+                    r"'X' must be a matrix \(users x items\); got a frame of interactions .*gpureco.to_csr", TypeError))
     out.append(Case(f, "'split_type' unknown", lambda: split_reco(split_type="random"), "error", r"'split_type'"))
     out.append(Case(f, "'items_test_fraction' 1", lambda: split_reco(items_test_fraction=1.0), "error",
                     r"'items_test_fraction'"))
@@ -881,7 +907,13 @@ def _csr_cases():
              r"the first frame passed to to_csr has 10 user ids not in 'ids'"),
             ("'ids' a tuple", (train,), {"ids": (ids.users, ids.items)}, TypeError, r"'ids' must be a gpureco.IdMap"),
             ("'user' naming a missing column", (train,), {"user": "u"}, ValueError,
-             r"the first frame passed to to_csr must have the column\(s\) 'u'")):
+             r"the first frame passed to to_csr must have the column\(s\) 'u'"),
+            ("'value' naming a missing column", (train,), {"value": "Value"}, ValueError,
+             r"the first frame passed to to_csr has no column 'Value' \('value'\)"),
+            ("complex values", (train.assign(value=train["value"] + 1j),), {}, TypeError,
+             r"the first frame passed to to_csr: column 'value' must hold real numbers; got dtype complex128"),
+            ("datetime values", (train.assign(value=pd.Timestamp("2024-01-01")),), {}, TypeError,
+             r"the first frame passed to to_csr: column 'value' must hold real numbers; got dtype datetime64")):
         out.append(Case(f, label, lambda a=args, k=kwargs: gpureco.to_csr(*a, **k), "error", regex, exception))
     out.append(Case(f, "a frame with 0 rows", lambda: gpureco.to_csr(INTER0.iloc[:0])[0].shape, "answer",
                     lambda: (0, 0)))

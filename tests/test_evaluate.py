@@ -122,3 +122,23 @@ def test_errors(bad, error, match, device, monkeypatch):
     with model_device(monkeypatch) if device != "cpu" else contextlib.nullcontext():
         with pytest.raises(error, match=match):
             quiet(gpureco.evaluate, **kw)
+
+
+@pytest.mark.parametrize("ties", ["first", "average"])
+def test_a_cut_off_past_the_catalogue_is_the_catalogue(ties, rng):
+    """K of 2**40 (or 2**62) on 9 items gives K = 9's numbers (the metrics that do not divide by K), for
+    evaluate and evaluate_lists: the ranking heap and the discount and persistence tables reach only as far as a
+    rank can (they were sized by K: 8 TB for the heap, 2**40 log2 values)."""
+    X_test = to_csr((rng.random((6, 9)) < 0.3).astype(float))
+    scores = np.round(rng.random((6, 9)), 1)  # ties
+    names = ["NDCG", "R", "RR", "Hit", "RBP", "DCG"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (rule 7: a pool of at most K items)
+        small = gpureco.evaluate(scores, X_test, metrics=names, k=9, ties=ties, device="cpu").to_numpy()
+        for k in (2**40, 2**62):
+            big = gpureco.evaluate(scores, X_test, metrics=names, k=k, ties=ties, device="cpu").to_numpy()
+            np.testing.assert_array_equal(big, small)
+    recs = {0: [3, 1, 2], 1: [0, 4]}
+    truth = {0: [1, 5], 1: [4]}
+    lists = [gpureco.evaluate_lists(recs, truth, ["NDCG", "RBP", "R"], k=k).to_numpy() for k in (3, 2**40)]
+    np.testing.assert_array_equal(lists[0], lists[1])

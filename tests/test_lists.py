@@ -321,3 +321,15 @@ def test_top_k_frames_are_the_input_of_evaluate_lists_and_beyond_accuracy(rng):
     pd.testing.assert_series_equal(
         gpureco.beyond_accuracy(flipped, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"],
         gpureco.beyond_accuracy(ranked, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"])
+
+
+def test_named_columns_beside_columns_of_the_canonical_names():
+    """user_col='u' in frames that also have a 'user' column (some other id): 'u' is read, 'user' ignored as any
+    other column (the renaming gave two columns named 'user', and pandas' AttributeError)."""
+    recs = pd.DataFrame({"user": [9, 9, 9], "u": [1, 1, 2], "item": [10, 11, 10], "rank": [1, 2, 1]})
+    truth = pd.DataFrame({"user": [7, 7], "u": [1, 2], "item": [11, 12]})
+    got = gpureco.evaluate_lists(recs, truth, ["P@2", "RR@2"], user_col="u")
+    expected = gpureco.evaluate_lists(recs.drop(columns="user").rename(columns={"u": "user"}),
+                                      truth.drop(columns="user").rename(columns={"u": "user"}), ["P@2", "RR@2"])
+    pd.testing.assert_frame_equal(got, expected)
+    assert got["RR@2"].tolist() == [0.5, 0.0]

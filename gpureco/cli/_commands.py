@@ -326,13 +326,31 @@ def _on_cluster(args, function):
     return on_cluster
 
 
+OUTPUT_OPTIONS = ("out", "report", "latex", "out_dir")
+
+
+def _check_not_an_input(args, path, what):
+    """An output that would overwrite a file the command reads (`gpureco evaluate ... --out train.csv`) is refused."""
+    target = Path(path).resolve()
+    for option, value in vars(args).items():
+        if option in OUTPUT_OPTIONS:
+            continue
+        for given in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(given, (str, Path)) and str(given) and Path(given).is_file() \
+                    and Path(given).resolve() == target:
+                source = option if option in ("input", "results") else "--" + option.replace("_", "-")
+                raise _io.InputError(f"{path}: the {what} would overwrite an input of this command ({source}); "
+                                     "write it elsewhere.")
+
+
 def _check_outputs(args, outputs):
     """Every output path, before any work: (path, suffixes, what) for those given."""
+    if getattr(args, "latex", None):
+        outputs = (*outputs, (args.latex, LATEX_OUT, "LaTeX table (--latex)"))
     for path, suffixes, what in outputs:
         if path:
             _io.check_output(path, suffixes, what)
-    if getattr(args, "latex", None):
-        _io.check_output(args.latex, LATEX_OUT, "LaTeX table (--latex)")
+            _check_not_an_input(args, path, what)
 
 
 def cmd_evaluate(args):
@@ -551,6 +569,9 @@ def cmd_split(args):
         raise _io.InputError(f"{_io.where(args.input, error.row)}: {error}") from None
     except (TypeError, ValueError) as error:  # the splitter's check of the data against the options: name the file
         raise _io.InputError(f"{args.input}: {error}") from None
+    for folder, files in parts.items():
+        for name in files:
+            _check_not_an_input(args, Path(args.out_dir) / folder / f"{name}{suffix}", f"split's {name}{suffix}")
     written, outputs = [], {}
     with _io.staged(args.out_dir) as staging:  # every file whole, or none
         for folder, files in parts.items():

@@ -47,6 +47,9 @@ def _check_ids(column, name, label):
 def _values(frame, name, value):
     if value is None or value not in frame.columns:
         return np.ones(len(frame))
+    dtype = frame[value].dtype  # (pd.to_numeric reads datetimes as nanoseconds, drops imaginary parts)
+    if pd.api.types.is_complex_dtype(dtype) or dtype.kind in "mM" or isinstance(dtype, pd.DatetimeTZDtype):
+        raise TypeError(f"{v.label(name)}: column {value!r} must hold real numbers; got dtype {dtype}.")
     values = pd.to_numeric(frame[value], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(values)
     if bad.any():
@@ -122,6 +125,9 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
              for i in range(len(frames))]
     for frame, name in zip(frames, names):
         check_columns(frame, name, (user, item), (value,))
+        if value != "value" and value is not None and value not in frame.columns:  # a name given, and misspelled?
+            raise ValueError(f"{v.label(name)} has no column {value!r} ('value'); got columns {list(frame.columns)} "
+                             "(leave 'value' at its default for a frame without values: each one counts 1).")
         _check_ids(frame[user], name, "user")
         _check_ids(frame[item], name, "item")
     for column in (user, item):

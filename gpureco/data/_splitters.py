@@ -73,6 +73,7 @@ class _Data:
 
 def _n_test(counts, n_test, min_train):
     """n_test per user, or 0 for a user that would keep fewer than `min_train` training rows."""
+    n_test = min(n_test, int(counts.max(initial=0)) + 1)  # (no user has more: 10**30 as 0 for all, not an overflow)
     return np.where(counts - n_test >= min_train, n_test, 0)
 
 
@@ -159,6 +160,8 @@ def split_time_cutoff(data, cutoff=None, *, fraction=None, user="user", item="it
     times = data[timestamp]
     if fraction is not None:
         fraction = v.check_fraction(fraction, "fraction")
+        if d.n == 0:  # no rows: two empty frames, as with a cutoff
+            return d.split(np.zeros(0, dtype=bool))
         position = min(d.n - 1, int(np.ceil(round(d.n * (1 - fraction), 9))))  # 100 * 0.58 is 58.000...01
         cutoff = times.sort_values(kind="stable").iloc[position]
     try:

@@ -137,7 +137,8 @@ def _evaluate(problem, request, rows=None):
         # without the AUCs, no metric looks past the largest cut-off: ranks beyond it need not be exact
         # (RPrec looks at the top |T|; bpref and the AUCs at the whole pool; ties="average" at the
         # whole tie group that a cut-off falls into)
-        max_rank = 0 if set(WHOLE_POOL) & set(names) or len(modes) == 2 else int(max(cutoffs))
+        # (a K past the catalogue gives exact ranks, as K = n_items does: its heap would hold K scores)
+        max_rank = 0 if set(WHOLE_POOL) & set(names) or len(modes) == 2 else int(min(max(cutoffs), problem.n_items))
         max_rank = max(max_rank, int(n_test.max(initial=0))) if max_rank and "RPrec" in names else max_rank
         rankings = [_cpu.rank_users(problem, users, batch_size, request.nthreads, max_rank, overlap=blocks == 2,
                                     tie_mode=mode, with_scores=modes == (1, 2) and mode == 1) for mode in modes]

@@ -151,8 +151,12 @@ def metrics_from_ranks(ranks, gains, n_test, n_pool, cutoffs, names, valid, gain
     length = n_pool if length is None else np.ascontiguousarray(length, dtype=np.int64)
     cutoffs, valid = np.ascontiguousarray(cutoffs, dtype=np.int64), np.ascontiguousarray(valid, dtype=np.uint8)
     max_k = int(cutoffs.max(initial=0))
-    discount = discount_table(max_k + 1, convention.discount)
-    powers = persistence_powers(max_k + 1, float(persistence))
+    # the tables as far as a cut-off reaches into them: a rank within it, an ideal position within |T| (their entries
+    # do not depend on the tables' length: NDCG@10**7 of 8 items builds 10 entries, not 10**7)
+    used = ranks[ranks <= max_k]
+    reach = min(max_k, max(int(used.max(initial=0)), int(n_test.max(initial=0)), 1))
+    discount = discount_table(reach + 1, convention.discount)
+    powers = persistence_powers(reach + 1, float(persistence))
     entry_start = np.concatenate([[0], np.cumsum(n_test)])
 
     def run(begin, end):  # users begin .. end - 1; every user is computed alone, so chunks are independent

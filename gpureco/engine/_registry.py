@@ -151,7 +151,10 @@ def parse_metrics(metrics, k=None, allowed=None):
     if not metrics:
         raise ValueError("'metrics' must name at least one metric; got an empty list.")
     if k is not None:
-        ks = [_check_cutoff(value, "'k'") for value in (k if isinstance(k, (list, tuple, np.ndarray)) else [k])]
+        if isinstance(k, np.ndarray) and k.ndim == 0:  # a 0-d array: its one value
+            k = k.item()
+        many = isinstance(k, (list, tuple, np.ndarray))
+        ks = [_check_cutoff(value, "'k'") for value in (k if many else [k])]
         if not ks:
             raise ValueError("'k' must be a positive int or a non-empty list of them; got an empty list.")
     by_base = {name.upper().removesuffix("@K"): name for name in registry}
@@ -169,11 +172,13 @@ def parse_metrics(metrics, k=None, allowed=None):
             raise ValueError(f"Unknown metric {metric!r} in 'metrics'. Valid names: {valid} (write K as a "
                              "positive int, as in 'NDCG@10', or give the name without '@K' and pass k=...).")
         if name not in allowed:
-            raise ValueError(f"Metric {metric!r} in 'metrics' is not available here. Valid names: {valid}.")
+            beyond = " It is a metric of top-K lists: gpureco.beyond_accuracy computes it." if any(
+                name == m.column for m in BEYOND_METRICS) else ""
+            raise ValueError(f"Metric {metric!r} in 'metrics' is not available here.{beyond} Valid names: {valid}.")
         if not name.endswith("@K"):
             columns.append((name, None))
         elif at:
-            if not cut.isdigit():
+            if not (cut.isascii() and cut.isdigit()):  # ('²'.isdigit() is true)
                 raise ValueError(f"Metric {metric!r} in 'metrics': the cut-off after '@' must be a positive "
                                  f"int; got {cut!r}.")
             columns.append((name, _check_cutoff(int(cut), f"The cut-off of {metric!r} in 'metrics'")))

@@ -40,7 +40,7 @@ def metrics_with_average_ties(optimistic, pessimistic, scores, gains, n_test, n_
     same = (user[order][1:] == user[order][:-1]) & (scores[order][1:] == scores[order][:-1])
     tied[user[order][1:][same]] = True
     max_k = int(cutoffs.max(initial=0))
-    most = int(max(max_k, n_test.max(initial=0), 1))
+    most = int(max(min(max_k, n_pool.max(initial=0)), n_test.max(initial=0), 1))  # (no rank is past the pool)
     discount = discount_table(most + 1, convention.discount)
     powers = persistence_powers(most + 1, float(persistence))
     for u in np.flatnonzero(tied & valid):

@@ -360,6 +360,10 @@ def _evaluate_cases():
              setup="unwritable"),
         Case("evaluate", "--device gpu without a GPU", EVAL + " --device gpu", 3,
              r"not available: device='gpu' needs a usable GPU", setup="no-gpu"),
+        Case("evaluate", "--out names the --train file", "evaluate --train {out}/../in/train.csv --test "
+             "{out}/../in/test.csv " + FACTORS + " --metrics NDCG@3 --out {out}/../in/train.csv", 2,
+             r"train\.csv: the per-user results \(--out\) would overwrite an input of this command \(--train\)",
+             setup="copies"),
     ]
     return cases
 
@@ -436,11 +440,17 @@ def _split_cases():
                         ("test_empty.npz", r"test_empty\.npz: no interactions to split")]:
         cases.append(Case("split", f"input {name}", f"split {{d}}/{name} --out-dir {{out}}/s --method leave-k-out", 2,
                           error))
+    cases.append(Case("split", "a split's file would be the input", "split {out}/../in/train.csv --out-dir {out}/../in "
+                      "--method leave-k-out --min-train 0", 2, r"train\.csv: the split's train\.csv would overwrite an "
+                      r"input of this command \(input\)", setup="copies"))
     return cases
 
 
 def _compare_cases():
     cases = [
+        Case("compare", "--out names one of the results", "compare {out}/../in/ra.csv {d}/rb.csv --out "
+             "{out}/../in/ra.csv", 2, r"ra\.csv: the comparison table \(--out\) would overwrite an input of this "
+             r"command \(results\)", setup="copies"),
         Case("compare", "same users in another order", "compare {d}/ra.csv {d}/rb.csv --out {out}/c.csv", 0,
              check="compare"),
         Case("compare", "a user only in one file", "compare {d}/ra.csv {d}/rb_more_users.csv --out {out}/c.csv", 0,

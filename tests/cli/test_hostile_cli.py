@@ -4,6 +4,7 @@ and for accepted inputs the same numbers as the Python API on the clean data."""
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +31,10 @@ def d(tmp_path_factory):
     return folder
 
 
-def _arrange(setup, monkeypatch):
-    if setup == "pyarrow":
+def _arrange(setup, monkeypatch, d, tmp_path):
+    if setup == "copies":  # the data files copied to <tmp>/in, beside the case's output folder <tmp>/out
+        shutil.copytree(d, tmp_path / "in")
+    elif setup == "pyarrow":
         pytest.importorskip("pyarrow")
     elif setup == "no-pyarrow":
         without(monkeypatch, "pyarrow")
@@ -133,7 +136,7 @@ def _check(case, d, out, err):
 @pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.command}: {c.name}", marks=[pytest.mark.xfail(
     strict=True, reason=c.xfail)] if c.xfail else []) for c in CASES])
 def test_case(case, d, tmp_path, capsys, monkeypatch):
-    _arrange(case.setup, monkeypatch)
+    _arrange(case.setup, monkeypatch, d, tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     argv = [a.format(d=d, out=out) for a in shlex.split(case.argv)]

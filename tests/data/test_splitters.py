@@ -180,3 +180,24 @@ def test_missing_id_error_names_the_row():
         gpureco.split_leave_k_out(df)
     with pytest.raises(ValueError, match="1 missing user ids, the first at row 1"):
         gpureco.to_csr(df)
+
+
+@pytest.mark.parametrize("k", [10**6, 10**30, 2**80])
+def test_a_k_past_every_users_rows_keeps_them_in_training(frame, matrix, k):
+    """k (or n) beyond any user's rows: every row in training, as for k = their most rows + 1 (10**30 overflowed
+    NumPy's int64 in the subtraction from each user's count)."""
+    most = int(per_user(frame).max())
+    for data in (frame, matrix):
+        train, test = gpureco.split_leave_k_out(data, k)
+        expected_train, _ = gpureco.split_leave_k_out(data, most + 1)
+        assert_partition(data, train, test)
+        assert (len(test) if isinstance(data, pd.DataFrame) else test.nnz) == 0
+        if isinstance(data, pd.DataFrame):
+            pd.testing.assert_frame_equal(train, expected_train)
+    train, test = gpureco.split_last_per_user(frame, k, min_train=0)  # no user has k rows to give
+    assert len(train) == len(frame) and len(test) == 0
+
+
+def test_time_cutoff_of_no_rows_by_fraction(frame):
+    train, test = gpureco.split_time_cutoff(frame.iloc[:0], fraction=0.3)
+    assert len(train) == len(test) == 0 and list(train.columns) == list(frame.columns)
