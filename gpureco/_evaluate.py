@@ -352,9 +352,9 @@ class Evaluator:
         """Add other states (from state(), or Evaluators on the same interactions) to this one."""
         for state in states:
             if isinstance(state, Evaluator):
-                if state.columns != self.columns or (state.n_users, state.n_items) != (self.n_users, self.n_items):
-                    raise ValueError(f"merge() takes Evaluators of the same metrics and interactions; got {state!r} "
-                                     f"for {self!r}.")
+                if state.columns != self.columns or not self._same_problem(state):
+                    raise ValueError(f"merge() takes Evaluators of the same metrics, options and interactions "
+                                     f"(X_test, X_train); got {state!r} for {self!r}.")
                 state = state.state()
             values, evaluated, nan_counts = self._checked_state(state)
             self._check_once(self._evaluated + evaluated)
@@ -363,6 +363,19 @@ class Evaluator:
             self._counts = self._counts + nan_counts
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _same_problem(self, other):
+        """The same interactions (as checked and stored: relevant entries, item order) and options."""
+        mine, theirs = self._problem, other._problem
+        options = ("names", "min_pos_test", "min_items_pool", "consider_cold_start", "gain", "convention", "persistence",
+                   "tie_mode")  # (not the resources: threads, batch size, memory)
+        if (mine.n_users, mine.n_items, mine.seed, mine.break_ties_with_noise, self._reverse) != \
+                (theirs.n_users, theirs.n_items, theirs.seed, theirs.break_ties_with_noise, other._reverse) \
+                or any(getattr(self._request, o) != getattr(other._request, o) for o in options) \
+                or not np.array_equal(self._request.cutoffs, other._request.cutoffs):
+            return False
+        return all(np.array_equal(getattr(a, part), getattr(b, part)) for a, b in
+                   ((mine.X_test, theirs.X_test), (mine.X_train, theirs.X_train)) for part in ("indptr", "indices", "data"))
 
     def _reversed(self, score_rows):
         """score_rows with the items in reverse order when ties go by descending item."""
@@ -404,7 +417,11 @@ class Evaluator:
             if array.shape != shape or array.dtype.kind not in kinds:
                 raise ValueError(f"state[{key!r}] must be {'a float' if kinds == 'f' else 'an int'} array of shape "
                                  f"{shape} for this Evaluator; got {array.dtype} of shape {array.shape}.")
-            arrays.append(array.astype(np.float64 if kinds == "f" else np.int64))
+            array = array.astype(np.float64 if kinds == "f" else np.int64)
+            if kinds != "f" and np.any(array < 0):
+                raise ValueError(f"state[{key!r}] must count users (0 or more); got {int(array.min())} at "
+                                 f"{int(np.argmin(array))}.")
+            arrays.append(array)
         return arrays
 
     @staticmethod

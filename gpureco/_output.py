@@ -75,6 +75,12 @@ def user_index(user_ids, n_users, name="user_ids"):
     (the row numbers) when not given."""
     if user_ids is None:
         return None
+    ndim = getattr(user_ids, "ndim", None)  # (device arrays: no host conversion to learn it)
+    ndim = np.ndim(user_ids) if ndim is None and not isinstance(user_ids, (str, bytes)) else ndim
+    if ndim != 1:  # pandas' own error: "Index(...) must be called with a collection of some kind"
+        shape = "a str" if isinstance(user_ids, (str, bytes)) else \
+            f"shape {tuple(user_ids.shape) if hasattr(user_ids, 'shape') else np.shape(user_ids)}"
+        raise TypeError(f"'{name}' must be a 1-d sequence of ids, one per row of 'X_test' ({n_users}); got {shape}.")
     ids = user_ids if isinstance(user_ids, pd.Index) else pd.Index(_backend.to_host(plain_array(user_ids), name))
     if ids.ndim != 1 or len(ids) != n_users:
         raise ValueError(f"'{name}' must hold one id per row of 'X_test' ({n_users}); got {len(ids)} ids.")

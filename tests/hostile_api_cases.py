@@ -437,6 +437,11 @@ def _evaluate_cases():
     out.append(Case(f, "'metrics' unknown", lambda: evaluate(metrics=["MAP"]), "error", r"'metrics'"))
     out.append(Case(f, "'k' as a list with 0", lambda: evaluate(k=[0, 2]), "error", r"'k'"))
     out.append(Case(f, "'k' a 0-d array", lambda: evaluate(k=np.array(3)), "answer", lambda: evaluate(k=3)))
+    for label, ids, shape in (("a str", "abcde", "a str"), ("2-d", np.arange(5)[None], r"shape \(1, 5\)"),
+                              ("0-d", np.array(3), r"shape \(\)")):
+        out.append(Case(f, f"'user_ids' {label}", lambda u=ids: evaluate(user_ids=u), "error",
+                        rf"'user_ids' must be a 1-d sequence of ids, one per row of 'X_test' \(5\); got {shape}",
+                        TypeError))
     out.append(Case(f, "'metrics' a cut-off in superscript ('NDCG@²')", lambda: evaluate(metrics=["NDCG@²"]), "error",
                     r"Metric 'NDCG@²' in 'metrics': the cut-off after '@' must be a positive int; got '²'"))
     out.append(Case(f, "'metrics' a beyond-accuracy metric ('Coverage@3')", lambda: evaluate(metrics=["Coverage@3"]),
@@ -906,6 +911,8 @@ def _csr_cases():
             ("an id outside 'ids'", (INTER0.assign(user=9),), {"ids": ids}, ValueError,
              r"the first frame passed to to_csr has 10 user ids not in 'ids'"),
             ("'ids' a tuple", (train,), {"ids": (ids.users, ids.items)}, TypeError, r"'ids' must be a gpureco.IdMap"),
+            ("'ids' with a user twice", (train,), {"ids": gpureco.IdMap(ids.users.append(ids.users[:1]), ids.items)},
+             ValueError, r"'ids' must hold distinct users; .* appears more than once"),
             ("'user' naming a missing column", (train,), {"user": "u"}, ValueError,
              r"the first frame passed to to_csr must have the column\(s\) 'u'"),
             ("'value' naming a missing column", (train,), {"value": "Value"}, ValueError,

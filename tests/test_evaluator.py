@@ -131,6 +131,19 @@ def test_a_user_evaluated_twice_is_refused_in_a_batch_across_batches_and_across_
         ev.merge(other)
     with pytest.raises(ValueError, match="merge\\(\\) takes Evaluators of the same metrics"):
         ev.merge(gpureco.Evaluator(X_test, X_train, metrics=["R", "AP", "NDCG"], device="cpu"))
+    # the same metrics and shapes, other interactions or options: their users' numbers are not this Evaluator's
+    fewer = X_train.copy()
+    fewer.data[:] = 1.0
+    fewer = fewer[:, :].tocsr()
+    fewer.data[0] = 0.0  # a training item fewer
+    fewer.eliminate_zeros()
+    for unlike in (gpureco.Evaluator(X_test, fewer, device="cpu"), gpureco.Evaluator(X_test, X_train, device="cpu",
+                                                                                      gain="binary"),
+                   gpureco.Evaluator(X_test, X_train, device="cpu", seed=2)):
+        with pytest.raises(ValueError, match=r"merge\(\) takes Evaluators of the same metrics, options and "
+                                             r"interactions \(X_test, X_train\)"):
+            ev.merge(unlike)
+    ev.merge(gpureco.Evaluator(X_test, X_train, device="cpu", nthreads=1, batch_size=7))  # resources may differ
     ev.reset()
     ev.update([4], scores[[4]])  # after a reset, a user can be evaluated again
     assert ev.summary()["users"] == 1.0
@@ -201,6 +214,10 @@ def test_bad_calls_say_what_is_wrong():
         (lambda: ev.load_state({"values": 0}), ValueError, "'state' must be a dict with the keys"),
         (lambda: ev.load_state({**ev.state(), "evaluated": np.zeros(3, np.int64)}), ValueError,
          r"state\['evaluated'\] must be an int array of shape \(30,\)"),
+        (lambda: ev.load_state({**ev.state(), "evaluated": np.full(30, -1)}), ValueError,
+         r"state\['evaluated'\] must count users \(0 or more\); got -1 at 0"),
+        (lambda: ev.load_state({**ev.state(), "nan_counts": np.full(9, -5)}), ValueError,
+         r"state\['nan_counts'\] must count users"),
         (lambda: gpureco.Evaluator(X_test, X_train, output="arrow", device="cpu"), ValueError,
          "'output' must be one of 'pandas', 'numpy', 'cupy', 'torch'; got 'arrow'"),
         (lambda: gpureco.Evaluator(X_test, X_train, output="cupy", device="cpu"), ValueError,

@@ -237,7 +237,7 @@ ERRORS = [
     (dict(truth=TRUTH.assign(rating=["a", "b"])), TypeError, r"'truth' column 'rating' must hold numbers"),
     (dict(metrics="ROC_AUC"), ValueError, r"ROC_AUC cannot be computed from top-K lists \('metrics'\): it needs the rank"),
     (dict(metrics=["PR_AUC", "ROC_AUC", "P@1"]), ValueError, r"ROC_AUC and PR_AUC cannot be computed from top-K lists"),
-    (dict(metrics="Coverage@5"), ValueError, r"Metric 'Coverage@5' in 'metrics' is not available here. Valid names: P@K, TP@K"),
+    (dict(metrics="Coverage@5"), ValueError, r"Metric 'Coverage@5' in 'metrics' is not available here\. It is a metric of top-K lists: gpureco\.beyond_accuracy computes it\. Valid names: P@K, TP@K"),
     (dict(metrics="MRR@5"), ValueError, r"Unknown metric 'MRR@5' in 'metrics'. Valid names: P@K, TP@K, R@K, AP@K, TAP@K, "
                                         r"NDCG@K, Hit@K, RR@K, ROC_AUC, PR_AUC, DCG@K, F1@K, RBP@K, RPrec, bpref, ListAUC@K \("),
     (dict(k=0), ValueError, r"'k' must be a positive int \(a cut-off K >= 1\); got 0"),

@@ -214,12 +214,26 @@ def _read_data(args, path):
     data = _io.read_interactions(path, _io.Columns(args.user_col, args.item_col, args.value_col, args.time_col),
                                  _separator(args))
     if isinstance(data, pd.DataFrame):
+        _check_times(data, path)
         try:
             data = combine_duplicates(data, args.duplicates, None)
         except RowError as error:
             hint = " (--duplicates sum, last or max combines them)" if args.duplicates == "error" else ""
             raise _io.InputError(f"{_io.where(path, error.row)}: {error}{hint}") from None
     return data
+
+
+def _check_times(frame, path):
+    """A timestamp column of text is ordered as text (ISO dates order so); one that is partly numbers (10, 9, 100, 2a)
+    would put 9 after 10 and 100: an error naming the first row that is not a number."""
+    if "timestamp" not in frame.columns or pd.api.types.is_numeric_dtype(frame["timestamp"]):
+        return
+    numbers = pd.to_numeric(frame["timestamp"], errors="coerce").notna().to_numpy()
+    if numbers.any() and not numbers.all():
+        row = int(np.flatnonzero(~numbers)[0])
+        raise _io.InputError(f"{_io.where(path, row)}: the timestamp {_shown(frame['timestamp'].iloc[row])} is not a "
+                             f"number, where {int(numbers.sum())} other rows' are (text would be ordered as text: "
+                             "'10' before '9').")
 
 
 def _known_only(args, frame, path, ids, whose):

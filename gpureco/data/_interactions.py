@@ -16,6 +16,18 @@ class IdMap(NamedTuple):
     items: pd.Index
 
 
+def _checked_ids(ids):
+    """An IdMap of distinct labels (a label twice would name two rows)."""
+    if not isinstance(ids, IdMap):
+        raise TypeError(f"'ids' must be a gpureco.IdMap (as returned by to_csr); got {type(ids).__name__}.")
+    ids = IdMap(*(labels if isinstance(labels, pd.Index) else pd.Index(labels) for labels in ids))
+    for kind, labels in zip(("users", "items"), ids):
+        if not labels.is_unique:
+            raise ValueError(f"'ids' must hold distinct {kind}; {labels[labels.duplicated()].tolist()[0]!r} appears more than "
+                             "once.")
+    return ids
+
+
 class RowError(ValueError):
     """An input error located at a row of a frame (0-based position), so that callers can name the line."""
 
@@ -136,8 +148,8 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
     if ids is None:
         ids = IdMap(*(pd.Index(pd.unique(pd.concat([f[col] for f in frames], ignore_index=True))).sort_values()
                       for col in (user, item)))
-    elif not isinstance(ids, IdMap):
-        raise TypeError(f"'ids' must be a gpureco.IdMap (as returned by to_csr); got {type(ids).__name__}.")
+    else:
+        ids = _checked_ids(ids)
     matrices = []
     for frame, name in zip(frames, names):
         rows, cols = ids.users.get_indexer(frame[user]), ids.items.get_indexer(frame[item])
@@ -164,8 +176,7 @@ def from_csr(X, ids=None, *, user="user", item="item", value="value"):
     if X.ndim != 2:
         raise ValueError(f"'X' must be a 2-dimensional matrix; got shape {X.shape}.")
     if ids is not None:
-        if not isinstance(ids, IdMap):
-            raise TypeError(f"'ids' must be a gpureco.IdMap (as returned by to_csr); got {type(ids).__name__}.")
+        ids = _checked_ids(ids)
         if (len(ids.users), len(ids.items)) != X.shape:
             raise ValueError(f"'ids' must label the {X.shape[0]} rows and {X.shape[1]} columns of 'X'; got "
                              f"{len(ids.users)} users and {len(ids.items)} items.")

@@ -61,6 +61,7 @@ TEXT_FILES = {  # name: content (str is written as UTF-8 text, newlines as given
     "test_unknown.csv": TEST + "8,2\n0,6\n",  # user 8 and item 6: the model has rows 0-7 and 0-5
     "test_two_items.csv": "user,item_id,movieId\n0,2,2\n",
     # top-K lists
+    "time_mixed.csv": "user,item,timestamp\n0,1,10\n0,2,9\n1,1,100\n1,2,2a\n",  # numbers and one text
     "recs_rank_missing.csv": "user,item\n0,2\n", "recs_rank_nan.csv": "user,item,rank\n0,2,\n0,1,1\n",
     "recs_rank_text.csv": "user,item,rank\n0,2,first\n", "recs_rank_negative.csv": "user,item,rank\n0,2,-1\n",
     "recs_rank_fraction.csv": "user,item,rank\n0,2,1.5\n", "recs_rank_huge.csv": "user,item,rank\n0,2,1e400\n",
@@ -402,6 +403,9 @@ def _split_cases():
         method = "k-fold" if "folds" in option else "last-fraction" if "fraction" in option else "leave-k-out"
         cases.append(Case("split", option, split + f"--method {method} {option}", 2, error))
     cases += [
+        Case("split", "timestamps partly numbers, partly text", "split {d}/time_mixed.csv --out-dir {out}/s --method "
+             "time-cutoff --cutoff 50", 2, r"time_mixed\.csv, row 3 \(line 5\): the timestamp '2a' is not a number, "
+             r"where 3 other rows' are"),
         Case("split", "--folds more than the users", split + "--method k-fold --folds 100", 2,
              r"all\.csv: .*at most the number of users"),
         Case("split", "--cutoff not a number", split + "--method time-cutoff --cutoff soon", 2,
