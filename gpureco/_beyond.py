@@ -170,7 +170,7 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
                          f"for {convention!r}); got {ties!r}.")
     descending_items = (ties or ("last" if replay else "first")) == "last"
     selection = parse_metrics(metrics, k, allowed=[m.column for m in BEYOND_METRICS])
-    n_items = v.check_int(n_items, "n_items", low=1)
+    n_items = v.check_int(n_items, "n_items", low=1, high=np.iinfo(np.int32).max)  # (as many items as a matrix holds)
     users, train_rows = None, None
     if _is_keyed(lists):
         columns = _column_names(user_col, item_col, score_col, rank_col)

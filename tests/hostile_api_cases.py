@@ -436,6 +436,8 @@ def _evaluate_cases():
                     r"'scores'", (TypeError, ValueError)))
     out.append(Case(f, "'metrics' unknown", lambda: evaluate(metrics=["MAP"]), "error", r"'metrics'"))
     out.append(Case(f, "'k' as a list with 0", lambda: evaluate(k=[0, 2]), "error", r"'k'"))
+    out.append(Case(f, "'relevance_threshold' 10**400 (an int no float holds)", lambda: evaluate(
+        relevance_threshold=10**400), "error", r"'relevance_threshold' must be a finite number or None", TypeError))
     out.append(Case(f, "'k' a 0-d array", lambda: evaluate(k=np.array(3)), "answer", lambda: evaluate(k=3)))
     for label, ids, shape in (("a str", "abcde", "a str"), ("2-d", np.arange(5)[None], r"shape \(1, 5\)"),
                               ("0-d", np.array(3), r"shape \(\)")):
@@ -738,6 +740,8 @@ def _beyond_cases():
                     r"'baseline' must have one row per row of 'lists'"))
     out.append(Case(f, "'n_items' as a float", lambda: beyond(n_items=6.0), "error", r"'n_items' must be an int",
                     TypeError))
+    out.append(Case(f, "'n_items' of 2**62", lambda: beyond(n_items=2**62), "error",
+                    r"'n_items' must be an int in the range \[1, 2147483647\]; got 4611686018427387904"))
     out.append(Case(f, "'n_train_users' as 1", lambda: beyond(n_train_users=1), "error", r"'n_train_users' must be"))
     out.append(Case(f, "'head_fraction' as 1", lambda: beyond(head_fraction=1.0), "error", r"'head_fraction' must be"))
     return out

@@ -285,8 +285,9 @@ def _matrices(args, data, n_users=None, n_items=None):
             frame, left_out[role] = _known_only(args, frame, path, ids, whose)
             try:
                 matrices.append(to_csr(frame, ids=ids)[0])
-            except RowError as error:
-                raise _io.InputError(f"{_io.where(path, error.row)}: {error}") from None
+            except RowError as error:  # (the file names the frame: not to_csr's name for it)
+                message = str(error).removeprefix("the first frame passed to to_csr: ")
+                raise _io.InputError(f"{_io.where(path, error.row)}: {message}") from None
         _left_out_note(args, left_out, whose)
         return (*_disjoint(args, *matrices, ids), left_out)
     for X, path in ((train, args.train), (test, args.test)):

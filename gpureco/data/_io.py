@@ -264,7 +264,8 @@ def check_output(path, suffixes, what="output"):
     path = Path(path)
     suffix = suffix_of(path)
     if suffix not in suffixes:
-        raise InputError(f"{path}: the {what} must be a {', '.join(suffixes[:-1])} or {suffixes[-1]} file; got "
+        kinds = suffixes[0] if len(suffixes) == 1 else f"{', '.join(suffixes[:-1])} or {suffixes[-1]}"
+        raise InputError(f"{path}: the {what} must be a {kinds} file; got "
                          f"{suffix or 'no suffix'}.")
     if path.is_dir():
         raise InputError(f"{path}: is a folder; the {what} must be a file name.")

@@ -3,6 +3,7 @@
 changes they make to the inputs (which test entries are relevant, the item order of ties)."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -17,6 +18,14 @@ TIE_MODES = {"optimistic": 1, "pessimistic": 2, "average": 3}  # the engine's ti
 AVERAGE_TIES = ("P@K", "TP@K", "R@K", "NDCG@K", "Hit@K", "RR@K", "ROC_AUC", "PR_AUC", "DCG@K", "F1@K", "RBP@K",
                 "RPrec")
 
+
+
+def _finite(x):
+    """Whether a real number is finite as a float64 (10**400, an int, is not: NumPy's isfinite refuses it)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 class Options:
     """The checked options: .convention (a Convention), .gain, .threshold (None or a float),
@@ -46,7 +55,7 @@ class Options:
         self.gain = gain or own
         if relevance_threshold is not None and (isinstance(relevance_threshold, bool) or
                                                 not isinstance(relevance_threshold, numbers.Real) or
-                                                not np.isfinite(relevance_threshold)):
+                                                not _finite(relevance_threshold)):
             raise TypeError(f"'relevance_threshold' must be a finite number or None; got {relevance_threshold!r}.")
         self.threshold = None if relevance_threshold is None else float(relevance_threshold)
         if (isinstance(persistence, bool) or not isinstance(persistence, numbers.Real)

@@ -244,7 +244,7 @@ def _evaluate_cases():
              r"test_two_items\.csv: the columns 'item_id', 'movieId' could each be the item column; .*--item-col"),
         Case("evaluate", "--user-col with .npz files", EVAL.replace(".csv", ".npz") + " --user-col u", 2,
              r"train\.npz: a matrix has no columns; --user-col apply to text and Parquet files"),
-        Case("evaluate", "--latex .txt", EVAL + " --latex {out}/t.txt", 2, r"t\.txt: the LaTeX table \(--latex\) must"),
+        Case("evaluate", "--latex .txt", EVAL + " --latex {out}/t.txt", 2, r"t\.txt: the LaTeX table \(--latex\) must be a \.tex file; got \.txt"),
         Case("evaluate", "--test header only: nothing to evaluate", EVAL.replace("test.csv", "header_only.csv"), 2,
              r"header_only\.csv: no test interactions"),
         Case("evaluate", "a test pair that is also a training pair", EVAL.replace("train.csv", "train_overlap.csv"), 2,
