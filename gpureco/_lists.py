@@ -132,6 +132,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     gain = options.gain
     group_by = _group_by(group_by)
     selection = _selection(metrics, k)
+    options.check_ties(selection.names, False)  # (ranx's RBP with another gain)
     by = _check_columns(recs, truth, group_by)
     if "rating" in truth.columns or options.threshold is not None or options.convention.relevant != "stored":
         keep, ratings = options.relevant(_gains(truth, "linear"))

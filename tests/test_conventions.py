@@ -111,3 +111,24 @@ def test_output_choices_are_checked_alike(data):
             quiet(call, "arrow")
         with pytest.raises(Exception, match="output='cupy' needs the GPU backend|no GPU"):
             quiet(call, "cupy")
+
+
+def test_ranx_rbp_is_weighted_by_the_relevance_value_and_refused_with_another_gain():
+    """ranx's RBP weights a hit by its relevance (int(value)): gpureco's with the convention's own gain; with
+    another gain (NDCG's 2**v - 1, or 1) no ranx function gives that RBP, so it is refused, in every front door
+    that computes RBP; NDCG alone takes the gain."""
+    scores = np.array([[0.9, 0.8, 0.7, 0.6, 0.5]])
+    X_test = to_csr(np.array([[2.0, 0, 3.0, 0, 0]]))
+    got = gpureco.evaluate(scores, X_test, metrics=["RBP@3"], convention="ranx", device="cpu")["RBP@3"].iloc[0]
+    assert got == pytest.approx(0.2 * (2 * 1 + 3 * 0.8 ** 2))  # (1 - p) sum of rel p^(i-1), p = 0.8
+    recs = pd.DataFrame({"user": [0] * 3, "item": [0, 1, 2], "rank": [1, 2, 3]})
+    truth = pd.DataFrame({"user": [0, 0], "item": [0, 2], "rating": [2.0, 3.0]})
+    for gain in ("exponential", "binary"):
+        for call in (lambda: gpureco.evaluate(scores, X_test, metrics=["RBP@3", "NDCG@3"], convention="ranx",
+                                              gain=gain, device="cpu"),
+                     lambda: gpureco.Evaluator(X_test, metrics=["RBP"], k=3, convention="ranx", gain=gain, device="cpu"),
+                     lambda: gpureco.evaluate_lists(recs, truth, ["RBP@3"], convention="ranx", gain=gain)):
+            with pytest.raises(ValueError, match=rf"convention='ranx' weights each hit of RBP by its relevance value.*"
+                                                 rf"got gain='{gain}'"):
+                call()
+        gpureco.evaluate(scores, X_test, metrics=["NDCG@3"], convention="ranx", gain=gain, device="cpu")  # NDCG: yes

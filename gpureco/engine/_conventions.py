@@ -35,7 +35,7 @@ class Options:
     def __init__(self, convention="gpureco", ties=None, gain=None, relevance_threshold=None, persistence=0.8):
         if not isinstance(convention, str) or convention not in CONVENTIONS:
             raise ValueError(f"'convention' must be one of {', '.join(map(repr, CONVENTIONS))}; got {convention!r}.")
-        self.convention = CONVENTIONS[convention]
+        self.convention, self._name = CONVENTIONS[convention], convention
         if ties is not None and (not isinstance(ties, str) or ties not in TIES):
             raise ValueError(f"'ties' must be one of {', '.join(map(repr, TIES))} (or None: the convention's, "
                              f"{self.convention.ties!r} for {convention!r}); got {ties!r}.")
@@ -65,7 +65,12 @@ class Options:
 
     def check_ties(self, names, break_ties_with_noise):
         """Refuse what the tie rule cannot do: noise with a rule of its own, and metrics that
-        ties="average" does not average (`names`: the registry columns asked for)."""
+        ties="average" does not average (`names`: the registry columns asked for); and RBP weighted by a
+        gain other than the relevance value that the convention's library weights it by."""
+        if self.convention.rbp == "graded" and self.gain != "linear" and "RBP@K" in names:
+            raise ValueError(f"convention={self._name!r} weights each hit of RBP by its relevance value, as that "
+                             f"library does (gain='linear'); got gain={self.gain!r}, which that library's RBP never "
+                             "uses. Compute RBP in a call of its own, with 'gain' left out.")
         if self.ties != "first" and break_ties_with_noise:
             raise ValueError(f"ties={self.ties!r} orders equal scores by its own rule; break_ties_with_noise=True "
                              "orders them by noise: pass one of them.")
