@@ -101,7 +101,7 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
         if missing:
             raise ValueError(f"'by' must name columns or index levels of 'per_user'; {missing} are not (got columns "
                              f"{list(per_user.columns)} and index levels {list(per_user.index.names)}).")
-        groups = per_user.groupby(by, sort=True)
+        groups = per_user.groupby(by, sort=True, dropna=False)  # (a run whose key is NaN is a run, as in evaluate_lists)
         parts = {key: _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci,
                                n_resamples, seed, ddof) for key, frame in groups}
         out = pd.concat(parts, names=keys)

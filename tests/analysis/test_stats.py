@@ -247,3 +247,12 @@ ERRORS = [
 def test_stats_reject(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_summarize_by_keeps_a_run_whose_key_is_nan():
+    """A NaN key is a run of its own (as evaluate_lists(group_by=...) keeps it), not dropped by pandas' groupby."""
+    df = pd.DataFrame({"algo": ["a", "a", np.nan, np.nan, "b"], "NDCG@10": [0.1, 0.2, 0.3, 0.5, 0.4]})
+    out = gpureco.summarize(df, by="algo")
+    assert out["n_users"].sum() == 5
+    nan_run = out[out.index.get_level_values("algo").isna()]
+    assert nan_run["mean"].tolist() == [pytest.approx(0.4)] and nan_run["n_users"].tolist() == [2]
