@@ -156,8 +156,8 @@ def plain_array(value):
     DLPack library (JAX, ...) are read through DLPack. Anything else is returned as it is."""
     if type(value).__module__.split(".")[0] == "torch":  # never imported: a tensor brings its module
         value = value.detach()
-        if _is_bfloat16(value.dtype):
-            value = value.float()
+        if _is_bfloat16(value.dtype) or str(value.dtype).startswith("torch.float8"):
+            value = value.float()  # (exactly: every bfloat16 and float8 is a float32)
         return value.resolve_conj().resolve_neg().numpy() if value.device.type == "cpu" else value
     if _is_bfloat16(getattr(value, "dtype", None)) and hasattr(value, "astype"):
         return value.astype(np.float32)
@@ -252,12 +252,31 @@ def _sorted_distinct(indptr, indices):
     return bool(up.all())
 
 
+def _from_torch_sparse(X, name):
+    """A torch sparse tensor (COO or CSR layout, on any device) as a SciPy sparse array; anything else as it is."""
+    layout = str(getattr(X, "layout", "torch.strided"))
+    if type(X).__module__.split(".")[0] != "torch" or layout == "torch.strided":
+        return X
+    X = X.detach().cpu()
+    values = lambda v: (v.double() if v.is_floating_point() else v).numpy()  # noqa: E731 (float8, bfloat16: exact)
+    if layout == "torch.sparse_coo":
+        X = X.coalesce()
+        rows, cols = X.indices().numpy()
+        return sp.coo_array((values(X.values()), (rows, cols)), shape=tuple(X.shape))
+    if layout == "torch.sparse_csr":
+        return sp.csr_array((values(X.values()), X.col_indices().numpy(), X.crow_indices().numpy()),
+                            shape=tuple(X.shape))
+    raise TypeError(f"'{name}' is a torch tensor of layout {layout}; pass a dense tensor, a sparse_coo or sparse_csr "
+                    "one, or a SciPy sparse matrix.")
+
+
 def as_csr(X, name, shape=None, values="float64"):
     """A canonical copy of X: CSR, sorted indices, duplicates summed, stored zeros dropped,
     int32 indices and int64 indptr. The caller's object is never modified.
 
     values: "float64" converts the values; "float" keeps float32/float64 (else float64).
     """
+    X = _from_torch_sparse(X, name)
     if sp.issparse(X):
         _check_real_dtype(X.dtype, name)
         if X.ndim != 2:

@@ -238,6 +238,28 @@ def torch():
     return pytest.importorskip("torch")
 
 
+def test_torch_sparse_interactions_and_float8_factors(torch):
+    """X_test and X_train as torch sparse tensors (COO, CSR, half-precision values) give the SciPy matrices' numbers;
+    another sparse layout is named; float8 factors are widened exactly, as bfloat16 ones (they were refused deep in
+    torch: "Unimplemented backend SparseCsrCPU", "can't convert Sparse layout tensor to numpy")."""
+    X_train, X_test, A, B = problem(3)
+    want = gpureco.evaluate(defined_scores(A, B), X_test, X_train, metrics=ALL, k=4, device="cpu")
+    dense_test, dense_train = (torch.tensor(X.toarray()) for X in (X_test, X_train))
+    for layout in ("to_sparse", "to_sparse_csr"):
+        for dtype in (torch.float64, torch.float16):
+            got = gpureco.evaluate(defined_scores(A, B), getattr(dense_test.to(dtype), layout)(),
+                                   getattr(dense_train, layout)(), metrics=ALL, k=4, device="cpu")
+            assert_same(got, want)
+    with pytest.raises(TypeError, match=r"'X_test' is a torch tensor of layout torch.sparse_csc"):
+        gpureco.evaluate(defined_scores(A, B), dense_test.to_sparse_csc(), X_train, device="cpu")
+    small = [np.round(x * 4) / 4 for x in (A, B)]  # quarters below 2: exact in float8 e4m3
+    small = [np.clip(x, -1.75, 1.75) for x in small]
+    got = gpureco.calc_reco_metrics(X_train, X_test, *(torch.tensor(x).to(torch.float8_e4m3fn) for x in small),
+                                    k=4, device="cpu")
+    assert got.equals(gpureco.calc_reco_metrics(X_train, X_test, *(x.astype(np.float32) for x in small), k=4,
+                                                device="cpu"))
+
+
 def test_torch_scores_requiring_grad_in_any_float_dtype_need_no_detach_or_float(torch):
     X_train, X_test, A, B = problem(2)
     exact = np.round(defined_scores(A, B) * 4) / 4  # quarters: exact in bfloat16 and float16 for |s| < 64

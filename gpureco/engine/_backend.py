@@ -162,7 +162,12 @@ def is_device_array(x):
 
     Pinned host memory (DLPack's kDLCUDAHost, 3) is host memory: NumPy reads it, CuPy's
     from_dlpack refuses it."""
-    if hasattr(x, "__cuda_array_interface__") or type(x).__module__.split(".")[0] in ("cupy", "cupyx"):
+    module = type(x).__module__.split(".")[0]
+    if module in ("cupy", "cupyx"):
+        return True
+    if module == "torch":  # (a sparse CPU tensor raises RuntimeError, not AttributeError, for the interface)
+        return x.device.type == "cuda"
+    if hasattr(x, "__cuda_array_interface__"):
         return True
     try:
         return x.__dlpack_device__()[0] in (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -191,6 +196,8 @@ def to_host(x, name):
     """x as a NumPy array (a copy from the GPU when it lives there); scipy/cupyx sparse to scipy."""
     if type(x).__module__.startswith("cupyx.scipy.sparse"):
         return x.get()
+    if type(x).__module__.split(".")[0] == "torch" and str(x.layout) != "torch.strided":
+        return x  # a sparse tensor: _validation.as_csr reads it, from any device
     if not is_device_array(x):
         return x
     if _probe()[0] is None and type(x).__module__.split(".")[0] not in ("cupy", "cupyx"):
