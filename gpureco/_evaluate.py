@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from . import _output as o
 from . import _validation as v
@@ -451,6 +452,8 @@ def _score_rows(scores, n_users, n_items, on_gpu):
         return rows
 
     def on_backend(x, what, shape):
+        if sp.issparse(x) or type(x).__module__.startswith("cupyx.scipy.sparse"):
+            raise TypeError(f"{what} must be a dense array (a score for every item); got a sparse {x.format} matrix.")
         x = v.host_array_or_device(x, what)
         if isinstance(x, np.ndarray):  # checked on the host, before it moves
             checked(x, what, shape)

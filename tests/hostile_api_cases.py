@@ -433,7 +433,7 @@ def _evaluate_cases():
     out.append(Case(f, "'scores' of the wrong shape", lambda: evaluate(SCORES0[:, :-1]), "error",
                     r"'scores' must have shape \(5, 7\)"))
     out.append(Case(f, "'scores' as a sparse matrix", lambda: evaluate(sp.csr_array(SCORES0)), "error",
-                    r"'scores'", (TypeError, ValueError)))
+                    r"'scores' must be a dense array \(a score for every item\); got a sparse csr matrix", TypeError))
     out.append(Case(f, "'metrics' unknown", lambda: evaluate(metrics=["MAP"]), "error", r"'metrics'"))
     out.append(Case(f, "'k' as a list with 0", lambda: evaluate(k=[0, 2]), "error", r"'k'"))
     out.append(Case(f, "'relevance_threshold' 10**400 (an int no float holds)", lambda: evaluate(
@@ -878,6 +878,9 @@ def _frame_split_cases(name, run):
             ("a dict", INTER0.to_dict("list"), TypeError, r"'data' must be a pandas DataFrame"),
             ("None", None, TypeError, r"'data' must be a pandas DataFrame")):
         out.append(Case(name, f"'data' with {label}", lambda d=data: run(d), "error", regex, exception))
+    out.append(Case(name, "'data' a polars DataFrame", lambda: run(__import__("polars").from_pandas(INTER0)), "error",
+                    r"'data' must be a pandas DataFrame .*; got a polars DataFrame \(its \.to_pandas\(\) is one\)",
+                    TypeError))
     if name == "split_k_fold_users":
         out.append(Case(name, "'data' with 0 rows", lambda: run(INTER0.iloc[:0]), "error",
                         r"'n_folds' must be at most the number of users"))

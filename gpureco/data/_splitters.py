@@ -41,8 +41,10 @@ class _Data:
             self.codes = pd.factorize(data[user])[0].astype(np.int64)
             self.time = pd.factorize(data[timestamp], sort=True)[0] if timestamp else None
         elif not (sp.issparse(data) or isinstance(data, (np.ndarray, list, tuple))):
+            module = type(data).__module__.split(".")[0]  # a polars DataFrame: .to_pandas()
+            kind = type(data).__name__ if module == "builtins" else f"a {module} {type(data).__name__}"
             raise TypeError(f"'{name}' must be a pandas DataFrame (columns {user!r}, {item!r}, ...) or a sparse matrix; "
-                            f"got {type(data).__name__}.")
+                            f"got {kind}{' (its .to_pandas() is one)' if hasattr(data, 'to_pandas') else ''}.")
         elif timestamp:
             raise TypeError(f"'{name}' must be a pandas DataFrame with a {timestamp!r} column for a split by time "
                             f"(a sparse matrix holds no time); got {type(data).__name__}.")
