@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 from scipy.sparse.linalg import svds
@@ -49,10 +50,16 @@ def run_demo(n_users=10_000, n_items=3_000, *, k=10, n_factors=PURE_SVD_FACTORS,
     results = {}
     for name, (A, B, *biases) in models.items():
         tick = time.perf_counter()
-        results[name] = calc_reco_metrics(X_train, X_test, A, B, k=k, item_biases=biases[0] if biases else None,
-                                          all_metrics=True, cumulative=True, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the NaN counts are echoed below (none with -q)
+            results[name] = calc_reco_metrics(X_train, X_test, A, B, k=k, item_biases=biases[0] if biases else None,
+                                              all_metrics=True, cumulative=True, device=device)
         echo(f"evaluated {name}: {X_test.shape[0]:,} users, every metric at K=1..{k}, "
              f"in {time.perf_counter() - tick:.2f} s")
+        reasons = results[name].attrs.get("nan_reasons", {})
+        if reasons:
+            echo(f"  users with NaN metrics, by rule of docs/metrics.md: "
+                 f"{'; '.join(f'{rule}: {n:,}' for rule, n in reasons.items())}")
     path = None
     if report:  # written whole or not at all
         notes = [f"{len(data):,} generated interactions ({n_users:,} users x {n_items:,} items, seed {seed}); the "

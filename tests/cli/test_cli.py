@@ -619,3 +619,17 @@ def test_latex_and_report_of_a_comparison_with_training_data(files, capsys, tmp_
         assert part in html
     code, _, err = run(capsys, "compare", a, b, "--latex", tmp_path / "none" / "c.tex")
     assert code == 2 and "no such folder" in err
+
+
+def test_demo_reports_nan_users_on_a_line_of_its_own(capsys):
+    """K as large as the catalogue (NaN rule 7 for every user): the demo says so in one line of its output, and
+    nothing at all with -q; no RuntimeWarning leaves it (a raw warning with its source line was printed)."""
+    argv = ["demo", "--users", "40", "--items", "17", "-k", "17", "--no-report"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(argv + ["-q"]) == 0
+        out, err = capsys.readouterr()
+        assert out == err == ""
+        assert main(argv) == 0
+    out, _ = capsys.readouterr()
+    assert out.count("users with NaN metrics, by rule of docs/metrics.md: rule 7: 40") == 2
