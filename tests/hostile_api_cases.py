@@ -844,6 +844,9 @@ def _data_cases():
                             r"'data' values must be finite"))
         out += _frame_split_cases(name, lambda d, s=split: s(d))
     out += _frame_split_cases("split_time_cutoff", split_time)
+    for label, cutoff in (("NaN", float("nan")), ("NaT", pd.NaT)):
+        out.append(Case("split_time_cutoff", f"'cutoff' {label}", lambda c=cutoff: split_time(cutoff=c), "error",
+                        r"'cutoff' must be a time or number; got (nan|NaT)"))
     out.append(Case("split_time_cutoff", "'cutoff' a str for int timestamps", lambda: split_time(cutoff="6"), "error",
                     r"'cutoff' must be comparable", TypeError))
     out.append(Case("split_time_cutoff", "'data' a sparse matrix", lambda: split_time(sp.csr_array(XSPLIT0)), "error",

@@ -158,6 +158,8 @@ def split_time_cutoff(data, cutoff=None, *, fraction=None, user="user", item="it
     """
     if (cutoff is None) == (fraction is None):
         raise ValueError(f"Give exactly one of 'cutoff' and 'fraction'; got cutoff={cutoff!r}, fraction={fraction!r}.")
+    if cutoff is not None and np.ndim(cutoff) == 0 and pd.isna(cutoff):  # (every row would compare False: no test)
+        raise ValueError(f"'cutoff' must be a time or number; got {cutoff!r}.")
     d = _Data(data, user, item, timestamp)
     times = data[timestamp]
     if fraction is not None:

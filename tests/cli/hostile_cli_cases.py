@@ -403,6 +403,8 @@ def _split_cases():
         method = "k-fold" if "folds" in option else "last-fraction" if "fraction" in option else "leave-k-out"
         cases.append(Case("split", option, split + f"--method {method} {option}", 2, error))
     cases += [
+        Case("split", "a cutoff after every timestamp (no test rows)", split + "--method time-cutoff --cutoff 1e12", 2,
+             r"all\.csv: the split gives no test interactions \(--method time-cutoff with these options\)"),
         Case("split", "timestamps partly numbers, partly text", "split {d}/time_mixed.csv --out-dir {out}/s --method "
              "time-cutoff --cutoff 50", 2, r"time_mixed\.csv, row 3 \(line 5\): the timestamp '2a' is not a number, "
              r"where 3 other rows' are"),
