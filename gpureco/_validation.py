@@ -285,8 +285,11 @@ def as_csr(X, name, shape=None, values="float64"):
             _check_compressed_structure(X, name)
     else:
         _refuse_masked(X, f"'{name}'")
-        columns = [str(c) for c in getattr(X, "columns", ())]  # pandas, polars: a dense matrix, or interactions?
-        if any("user" in c.lower() or "item" in c.lower() for c in columns):
+        # pandas, polars: a dense matrix (a pivot's item columns), or a frame of interactions (a user and an item column)?
+        columns = [str(c) for c in getattr(X, "columns", ())]
+        names = {c.lower().split(":")[0] for c in columns}
+        if names & {"user", "user_id", "userid", "uid"} and names & {"item", "item_id", "itemid", "movieid", "movie_id",
+                                                                     "iid"}:
             raise TypeError(f"'{name}' must be a matrix (users x items); got a frame of interactions (columns "
                             f"{columns}): gpureco.to_csr(frame) makes the matrix.")
         arr = np.asarray(X)

@@ -95,3 +95,14 @@ def test_as_csr_copies_a_canonical_input():
     for a, b in ((Y.data, X.data), (Y.indices, X.indices), (Y.indptr, X.indptr)):
         assert not np.shares_memory(a, b)
     np.testing.assert_array_equal(Y.toarray(), X.toarray())
+
+
+def test_a_frame_of_interactions_is_refused_where_a_matrix_is_wanted_and_a_pivot_is_not():
+    """A frame with a user and an item column is a list of interactions: as a matrix it would be read as its
+    numbers (rows x 4 columns). A dense matrix as a DataFrame (a pivot: item labels as columns) is a matrix."""
+    import pandas as pd
+    interactions = pd.DataFrame({"userId": [0, 1], "movieId": [1, 0], "rating": [4.0, 5.0]})
+    with pytest.raises(TypeError, match=r"'X' must be a matrix \(users x items\); got a frame of interactions"):
+        as_csr(interactions, "X")
+    pivot = pd.DataFrame(np.eye(2), columns=["item_1", "user_score"])
+    np.testing.assert_array_equal(as_csr(pivot, "X").toarray(), np.eye(2))
