@@ -258,14 +258,14 @@ def _from_torch_sparse(X, name):
     if type(X).__module__.split(".")[0] != "torch" or layout == "torch.strided":
         return X
     X = X.detach().cpu()
-    values = lambda v: (v.double() if v.is_floating_point() else v).numpy()  # noqa: E731 (float8, bfloat16: exact)
     if layout == "torch.sparse_coo":
         X = X.coalesce()
+    values = X.values().double() if X.values().is_floating_point() else X.values()  # (float8, bfloat16: exactly)
+    if layout == "torch.sparse_coo":
         rows, cols = X.indices().numpy()
-        return sp.coo_array((values(X.values()), (rows, cols)), shape=tuple(X.shape))
+        return sp.coo_array((values.numpy(), (rows, cols)), shape=tuple(X.shape))
     if layout == "torch.sparse_csr":
-        return sp.csr_array((values(X.values()), X.col_indices().numpy(), X.crow_indices().numpy()),
-                            shape=tuple(X.shape))
+        return sp.csr_array((values.numpy(), X.col_indices().numpy(), X.crow_indices().numpy()), shape=tuple(X.shape))
     raise TypeError(f"'{name}' is a torch tensor of layout {layout}; pass a dense tensor, a sparse_coo or sparse_csr "
                     "one, or a SciPy sparse matrix.")
 
@@ -310,7 +310,8 @@ def as_csr(X, name, shape=None, values="float64"):
             X = sp.csr_array(X.astype(dtype))
         except (ValueError, IndexError) as error:  # a hand-built COO's indices out of range, ...
             raise ValueError(f"'{name}' is not a valid {layout} matrix: {error}.") from None
-        _check_compressed_structure(X, name)  # SciPy checks no hand-built BSR's block indices: nor did its CSR
+        if layout != "CSC":  # (a CSC was checked above) SciPy checks no hand-built BSR's block indices: nor its CSR
+            _check_compressed_structure(X, name)
     else:
         X = sp.csr_array(X, copy=True).astype(dtype, copy=False)
     if _sorted_distinct(X.indptr, X.indices):  # one vectorised pass (SciPy's own check takes 3 times as long)
