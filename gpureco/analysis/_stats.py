@@ -102,9 +102,15 @@ def summarize(per_user, *, confidence=0.95, ci="t", n_resamples=10_000, seed=0, 
             raise ValueError(f"'by' must name columns or index levels of 'per_user'; {missing} are not (got columns "
                              f"{list(per_user.columns)} and index levels {list(per_user.index.names)}).")
         groups = per_user.groupby(by, sort=True, dropna=False)  # (a run whose key is NaN is a run, as in evaluate_lists)
-        parts = {key: _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci,
-                               n_resamples, seed, ddof) for key, frame in groups}
-        out = pd.concat(parts, names=keys)
+        parts = []
+        for key, frame in groups:  # (each part's index built here: pd.concat's keys cannot hold NaN)
+            part = _summary(frame.drop(columns=[c for c in keys if c in frame.columns]), confidence, ci, n_resamples,
+                            seed, ddof)
+            key = key if isinstance(key, tuple) else (key,)
+            part.index = pd.MultiIndex.from_tuples([(*key, metric) for metric in part.index],
+                                                   names=[*keys, part.index.name])
+            parts.append(part)
+        out = pd.concat(parts)
     else:
         out = _summary(per_user, confidence, ci, n_resamples, seed, ddof)
     out.attrs.update(nan_reasons=dict(per_user.attrs.get("nan_reasons", {})), confidence=confidence, ci=ci,
