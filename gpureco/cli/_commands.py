@@ -398,7 +398,8 @@ def cmd_evaluate(args):
     X_train, X_test, ids, left_out = _matrices(args, data, n_users, n_items)
     _model_files(args, provenance)
     _data_counts(provenance, left_out, X_train.nnz, X_test.nnz)
-    users = np.flatnonzero(np.diff(X_test.indptr) > 0)  # users without test items have nothing to score
+    # users without test items have nothing to score (a row of value 0 is no interaction: docs/cli.md)
+    users = np.unique(np.repeat(np.arange(X_test.shape[0]), np.diff(X_test.indptr))[X_test.data != 0])
     if users.size == 0:
         raise _io.InputError(f"{args.test}: no test interactions left to evaluate (--unknown drop left out all).")
     if args.factors:
@@ -484,6 +485,10 @@ def _evaluate_lists(args, selection, provenance, conventions):
         raise _io.InputError(f"{args.test}: no test interactions left to evaluate (--unknown drop left out all).")
     truth = truth.rename(columns={"value": "rating"})  # the NDCG gain
     truth = truth[[c for c in ("user", "item", "rating") if c in truth.columns]]
+    if "rating" in truth.columns:  # a row of value 0 is no interaction (docs/cli.md), as with --factors
+        truth = truth[truth["rating"] != 0]
+        if truth.empty:
+            raise _io.InputError(f"{args.test}: no test interactions to evaluate (every row's value is 0).")
     recs = recs[recs["user"].isin(truth["user"])]  # a list of a user without test items has nothing to score
     try:
         with warnings.catch_warnings():

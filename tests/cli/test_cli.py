@@ -633,3 +633,24 @@ def test_demo_reports_nan_users_on_a_line_of_its_own(capsys):
         assert main(argv) == 0
     out, _ = capsys.readouterr()
     assert out.count("users with NaN metrics, by rule of docs/metrics.md: rule 7: 40") == 2
+
+
+def test_test_rows_of_value_0_are_no_interaction_with_factors_and_with_lists(tmp_path, capsys):
+    """A test row of value 0 is no interaction (docs/cli.md): not relevant in --recs' lists (it was), and a user
+    whose test rows are all 0 is left out, from the results and the NaN note (the user was kept: all NaN, rule 1)."""
+    (tmp_path / "tr.csv").write_text("user,item,value\n0,0,1\n1,1,1\n2,2,1\n1,3,1\n")
+    (tmp_path / "te.csv").write_text("user,item,value\n0,1,0\n0,2,1\n1,2,0\n2,3,1\n")
+    np.save(tmp_path / "A.npy", np.ones((3, 1)))
+    np.save(tmp_path / "B.npy", np.array([[0.0], [3.0], [2.0], [1.0]]))
+    # each user's top 2 of its pool (items by B: 1, 2, 3, 0)
+    (tmp_path / "recs.csv").write_text("user,item,rank\n0,1,1\n0,2,2\n1,2,1\n1,0,2\n2,1,1\n2,3,2\n")
+    common = ["evaluate", "--train", str(tmp_path / "tr.csv"), "--test", str(tmp_path / "te.csv"), "--metrics",
+              "P@2,NDCG@2", "-q"]
+    assert main(common + ["--factors", str(tmp_path / "A.npy"), str(tmp_path / "B.npy"), "--out",
+                          str(tmp_path / "f.csv")]) == 0
+    assert main(common + ["--recs", str(tmp_path / "recs.csv"), "--out", str(tmp_path / "r.csv")]) == 0
+    assert capsys.readouterr().err == ""  # no NaN note: no user is evaluated without a test item
+    by_factors, by_lists = (pd.read_csv(tmp_path / name) for name in ("f.csv", "r.csv"))
+    assert by_factors["user"].tolist() == by_lists["user"].tolist() == [0, 2]
+    pd.testing.assert_frame_equal(by_factors, by_lists)
+    assert by_lists["P@2"].tolist() == [0.5, 0.5]
