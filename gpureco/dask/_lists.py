@@ -97,11 +97,12 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
 
 
 def _with_partition(frame, n):
-    """The frame with the partition of each row's user: a hash of the id (integers as int64, so that
-    recs and truth with different integer dtypes agree)."""
+    """The frame with the partition of each row's user: a hash of the id (numbers as float64 values, -0.0 as 0.0, so
+    that recs and truth of other number dtypes agree: user 1 and user 1.0 are one user, as evaluate_lists matches
+    them; two large integers that round to one float share a partition, which is harmless)."""
     users = frame["user"]
-    if users.dtype.kind in "iub":
-        users = users.astype(np.int64)
+    if users.dtype.kind in "iubf":
+        users = users.astype(np.float64) + 0.0
     hashed = pd.util.hash_pandas_object(users, index=False).to_numpy()
     return frame.assign(_partition=(hashed % np.uint64(n)).astype(np.int64))
 

@@ -55,6 +55,18 @@ def test_truth_as_a_pandas_frame_and_integer_dtypes_that_differ(client):
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
 
 
+def test_user_ids_as_floats_in_one_frame_and_ints_in_the_other(client):
+    """User 1 and user 1.0 are one user, as on one machine: they meet in one partition (the float ids were hashed as
+    floats, the ints as int64: every list was left without its truth)."""
+    recs, truth = lists(seed=2)
+    recs = recs[recs["model"] == "als"].drop(columns="model")
+    truth = truth.astype({"user": np.float64})
+    expected = gpureco.evaluate_lists(recs, truth, metrics=["P@3", "RR@3"])
+    got = gdask.evaluate_lists(dd.from_pandas(recs, npartitions=2), truth, metrics=["P@3", "RR@3"], npartitions=4)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.attrs == expected.attrs
+
+
 def test_errors(client):
     recs, truth = lists()
     with pytest.raises(ValueError, match="include_missing=True with 'group_by' is not supported on Dask"):
