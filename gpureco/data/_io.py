@@ -85,14 +85,14 @@ def _existing(path):
     return path
 
 
-def read_frame(path, sep=None):
+def read_frame(path, sep=None, id_columns=()):
     """A DataFrame from a delimited text file (`sep`, or the suffix's: TEXT_SEPARATORS) or a Parquet file (Parquet
     needs pyarrow). A file that cannot be parsed is an InputError in our words (which line of a text file is wrong,
     and how), never the parser's."""
     path = _existing(path)
     suffix = suffix_of(path)
     if suffix in TEXT_SEPARATORS:
-        return _read_text(path, sep or TEXT_SEPARATORS[suffix])
+        return _read_text(path, sep or TEXT_SEPARATORS[suffix], id_columns)
     if suffix in (".parquet", ".pq"):
         _optional.package("pyarrow", "parquet")
         try:
@@ -106,14 +106,40 @@ def read_frame(path, sep=None):
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
-def _read_text(path, sep):
+_CANONICAL_INT = r"-?(?:0|[1-9][0-9]*)"  # an integer as it prints: not '007', '+7', '7.0'
+
+
+def _ids_from_text(texts):
+    """An id column read as text: numbers where each is written as it prints (7, -3), so that they match the rows of
+    a model and ids of other files; else the texts themselves ('007' and '7' are two ids, which as numbers were one)."""
+    present = texts[texts.notna()]
+    if present.empty:
+        return texts
+    if present.str.fullmatch(_CANONICAL_INT).all():
+        numbers = pd.to_numeric(texts)
+        return numbers if numbers.dtype.kind in "iu" or texts.isna().any() else texts  # (past 64 bits: text)
+    numbers = pd.to_numeric(texts, errors="coerce")  # floats as they print (1.0, 2.5: pandas' own float ids)
+    shown = numbers[texts.notna()]
+    return numbers if shown.notna().all() and (shown.astype(str) == present).all() else texts
+
+
+def _read_text(path, sep, id_columns=()):
     headerless = _headerless(path, sep)
     options = dict(header=None) if headerless else {}
+    engine = "python" if len(sep) > 1 else "c"
+    try:  # the id columns (the first two of a file without a header) read as text: _ids_from_text
+        header = [] if headerless else list(pd.read_csv(path, sep=sep, nrows=0, index_col=False,
+                                                        skipinitialspace=True, engine=engine).columns)
+    except Exception:  # noqa: BLE001 - the read below says what is wrong with the file
+        header = []
+    ids = [0, 1] if headerless else [c for c in header if isinstance(c, str) and (
+        c in id_columns or _RECBOLE_TYPE.sub(r"\g<name>", c) in SYNONYMS["user"] + SYNONYMS["item"])]
+    options["dtype"] = {c: str for c in ids}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)  # a first row longer than the header
             frame = pd.read_csv(path, sep=sep, index_col=False, skipinitialspace=True,  # "0, 2" is 0,2
-                                engine="python" if len(sep) > 1 else "c", **options)
+                                engine=engine, **options)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty; expected a header line such as user,item.") from None
     except UnicodeDecodeError as error:
@@ -129,6 +155,9 @@ def _read_text(path, sep):
                              ) from None
         raise InputError(f"{path}: cannot be read as text separated by {sep!r} (a damaged file, or not text of "
                          "that layout; --sep names the separator).") from None
+    for column in ids:
+        if column in frame.columns:
+            frame[column] = _ids_from_text(frame[column])
     if headerless:
         frame.columns = [*HEADERLESS_COLUMNS, *(f"column{i + 1}" for i in range(4, frame.shape[1]))][:frame.shape[1]]
     return frame
@@ -143,7 +172,7 @@ def read_interactions(path, columns=Columns(), sep=None):
         if suffix not in FRAME_SUFFIXES:
             raise InputError(f"{path}: expected interactions in a {', '.join(FRAME_SUFFIXES)}, .npz or .mtx file; "
                              f"got {suffix or 'no suffix'}.")
-        return _canonical(read_frame(path, sep), path, columns)
+        return _canonical(read_frame(path, sep, (columns.user, columns.item)), path, columns)
     given = [OPTIONS[name] for name, value in columns._asdict().items() if value is not None]
     if given or sep:
         raise InputError(f"{path}: a matrix has no columns; {', '.join(given + ['--sep'] * bool(sep))} apply to "

@@ -65,3 +65,21 @@ def test_duplicates_error_names_both_rows():
         combine_duplicates(FRAME, "error")
     assert e.value.row == 1
     assert combine_duplicates(FRAME.iloc[[0, 2]], "error") is not None  # no duplicate: the frame as it is
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_ids_stay_as_written_unless_they_are_numbers_as_they_print(tmp_path, header):
+    """'007' and '7' are two ids (read as numbers they were one: a user's rows merged with another's); ids written
+    as numbers print (7, -3, 1.0) stay numbers, so that they match a model's rows."""
+    rows = "007,1,1\n7,2,1\n0042,3,1\n42,4,1\n"
+    (tmp_path / "ids.csv").write_text(("user,item,value\n" if header else "") + rows)
+    frame = _io.read_interactions(tmp_path / "ids.csv")
+    assert frame["user"].tolist() == ["007", "7", "0042", "42"] and frame["item"].tolist() == [1, 2, 3, 4]
+    (tmp_path / "numbers.csv").write_text("userId,movieId,rating\n7,-3,1\n1,2,5\n")
+    frame = _io.read_interactions(tmp_path / "numbers.csv")
+    assert frame["user"].dtype.kind == frame["item"].dtype.kind == "i" and frame["item"].tolist() == [-3, 2]
+    (tmp_path / "floats.csv").write_text("user,item\n0.0,1\n2.5,2\n")
+    assert _io.read_interactions(tmp_path / "floats.csv")["user"].tolist() == [0.0, 2.5]
+    (tmp_path / "named.csv").write_text("who,what\n01,1\n1,2\n")  # the columns named by the options: text too
+    frame = _io.read_interactions(tmp_path / "named.csv", _io.Columns(user="who", item="what"))
+    assert frame["user"].tolist() == ["01", "1"]
