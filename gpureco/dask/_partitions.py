@@ -54,7 +54,8 @@ def edges(n_users, partition_size, client, A=None):
     default the row chunks of a Dask array A, else two partitions per worker."""
     if partition_size is None:
         if A is not None and is_dask_array(A) and not any(math.isnan(c) for c in A.chunks[0]):
-            return np.concatenate([[0], np.cumsum(A.chunks[0])]).astype(np.int64)
+            # (an empty chunk adds no partition: a repeated edge is no division of a frame's set_index)
+            return np.unique(np.concatenate([[0], np.cumsum(A.chunks[0])])).astype(np.int64)
         n_workers = max(1, len(client.nthreads()))
         partition_size = max(1, -(-n_users // (2 * n_workers)))
     elif isinstance(partition_size, bool) or not isinstance(partition_size, (int, np.integer)) or partition_size < 1:

@@ -73,6 +73,10 @@ def test_interactions_from_partitioned_parquet(client, data, tmp_path):
     expected = quietly(gpureco.calc_reco_metrics, X_train, X_test, A, B, k=5, all_metrics=True)
     got = quietly(gdask.calc_reco_metrics, train, test, da.from_array(A, chunks=(33, 3)), B, k=5, all_metrics=True)
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    # A with an empty row chunk: no partition of its own (a repeated edge was no division of the frames' set_index)
+    chunked = da.from_array(A, chunks=((40, 0, 50, 30), 3))
+    got = quietly(gdask.calc_reco_metrics, train, test, chunked, B, k=5, all_metrics=True)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
     # no matrix says how many users there are, without A
     got = quietly(gdask.calc_reco_metrics, train, test, None, None, k=5, item_biases=np.arange(40.0), n_users=120)
     pd.testing.assert_frame_equal(got, quietly(gpureco.calc_reco_metrics, X_train, X_test, None, None, k=5,
