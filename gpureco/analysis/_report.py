@@ -124,12 +124,16 @@ def latex_table(results, baseline=None):
     """The models x metrics table of :func:`results_table` as a LaTeX tabular (booktabs), to paste in a paper."""
     table = results_table(results, baseline)
 
-    def escape(text):
-        return re.sub(r"([_&%#$])", r"\\\1", str(text))
+    special = {"\\": r"\textbackslash{}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+               **{c: "\\" + c for c in "_&%#${}"}}
+
+    def escape(text):  # every character LaTeX reads as a command, in a name that is text
+        return re.sub(r"[\\~^_&%#${}]", lambda m: special[m.group()], str(text))
 
     wide = _cells(table, lambda text: rf"\textbf{{{text}}}", r" $\pm$ ",
                   {HIGHER: r"$^{\uparrow}$", LOWER: r"$^{\downarrow}$"})
-    lines = [r"% gpureco: " + _table_note(table).replace(HIGHER, "up arrow").replace(LOWER, "down arrow"),
+    note = _table_note(table).replace(HIGHER, "up arrow").replace(LOWER, "down arrow")
+    lines = [r"% gpureco: " + " ".join(note.splitlines()),  # (one comment line, whatever the names hold)
              r"% needs \usepackage{booktabs}", r"\begin{tabular}{l" + "r" * wide.shape[1] + "}", r"\toprule",
              " & ".join(["Model", *map(escape, wide.columns)]) + r" \\", r"\midrule"]
     lines += [" & ".join([escape(model), *row]) + r" \\" for model, row in zip(wide.index, wide.to_numpy())]

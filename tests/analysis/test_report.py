@@ -113,6 +113,10 @@ def test_latex_table_escapes_and_bolds_the_best():
     text = _report.latex_table({"pop_1": a, "b&c": a + 0.1})
     assert r"Model & ROC\_AUC & P@5 \\" in text and r"pop\_1 & " in text and r"b\&c & \textbf{0.7000}" in text
     assert r"$\pm$" in text and text.rstrip().endswith(r"\end{tabular}")
+    # every character LaTeX reads as a command, in a model's name; the comment line stays one line
+    text = _report.latex_table({"50% $z^2\\ {k}~\nnew": a, "b": a + 0.1})
+    assert r"50\% \$z\textasciicircum{}2\textbackslash{} \{k\}\textasciitilde{}" in text
+    assert text.splitlines()[0].startswith("% gpureco: ") and text.splitlines()[1].startswith("% needs")
 
 
 def test_item_tables_count_exposure_and_listed_test_interactions():
