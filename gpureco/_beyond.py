@@ -77,7 +77,8 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
         - A long DataFrame (pandas, or polars) with the columns ``user_col``, ``item_col`` and
           ``rank_col`` (1, 2, ..., n within each list) or ``score_col`` (ranked by descending
           score, equal scores by ``ties``), as RePlay's metrics take recommendations; where
-          both are present (as in ``top_k(output="pandas")``), the ranks order each list.
+          both are present (as in ``top_k(output="pandas")``), the ranks order each list, and
+          its scores must not rise down it (else an error: one of the columns is stale).
         - A dict, as RePlay's: ``{user: [item, ...]}`` in list order, or
           ``{user: [(item, score), ...]}`` (ranked by descending score).
 
@@ -481,6 +482,8 @@ def _long_form(x, name, columns, ordered):
         if not present:
             raise ValueError(f"'{name}' must have a column {rank_col!r} ('rank_col') or {score_col!r} ('score_col'), "
                              f"to order each list; got columns {list(frame.columns)}.")
+        if len(present) == 2:
+            v.check_ranks_follow_scores(frame, [user_col], rank_col, score_col, name)
         order = present[0]
     values = None if order is None else v.numeric_column(frame, order, name, finite=True)
     kind = None if order is None else ("rank" if order == rank_col else "score")

@@ -353,9 +353,10 @@ class Evaluator:
         """Add other states (from state(), or Evaluators on the same interactions) to this one."""
         for state in states:
             if isinstance(state, Evaluator):
-                if state.columns != self.columns or not self._same_problem(state):
+                differ = "the metrics" if state.columns != self.columns else self._difference(state)
+                if differ:
                     raise ValueError(f"merge() takes Evaluators of the same metrics, options and interactions "
-                                     f"(X_test, X_train); got {state!r} for {self!r}.")
+                                     f"(X_test, X_train); {differ} differ: got {state!r} for {self!r}.")
                 state = state.state()
             values, evaluated, nan_counts = self._checked_state(state)
             self._check_once(self._evaluated + evaluated)
@@ -365,18 +366,26 @@ class Evaluator:
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _same_problem(self, other):
-        """The same interactions (as checked and stored: relevant entries, item order) and options."""
+    def _difference(self, other):
+        """What differs between two Evaluators' problems: the interactions (as checked and stored: relevant entries,
+        item order) or an option that changes a number (not the resources: threads, batch size, memory, device);
+        None where nothing does."""
         mine, theirs = self._problem, other._problem
-        options = ("names", "min_pos_test", "min_items_pool", "consider_cold_start", "gain", "convention", "persistence",
-                   "tie_mode")  # (not the resources: threads, batch size, memory)
-        if (mine.n_users, mine.n_items, mine.seed, mine.break_ties_with_noise, self._reverse) != \
-                (theirs.n_users, theirs.n_items, theirs.seed, theirs.break_ties_with_noise, other._reverse) \
-                or any(getattr(self._request, o) != getattr(other._request, o) for o in options) \
-                or not np.array_equal(self._request.cutoffs, other._request.cutoffs):
-            return False
-        return all(np.array_equal(getattr(a, part), getattr(b, part)) for a, b in
-                   ((mine.X_test, theirs.X_test), (mine.X_train, theirs.X_train)) for part in ("indptr", "indices", "data"))
+        if (mine.n_users, mine.n_items) != (theirs.n_users, theirs.n_items):
+            return "the shapes of the interactions"
+        for name in ("X_test", "X_train"):
+            a, b = getattr(mine, name), getattr(theirs, name)
+            if not all(np.array_equal(getattr(a, part), getattr(b, part)) for part in ("indptr", "indices", "data")):
+                return f"the {name} matrices (after the relevance rule)"
+        options = {o: getattr(self._request, o) == getattr(other._request, o) for o in (
+            "names", "min_pos_test", "min_items_pool", "consider_cold_start", "gain", "convention", "persistence",
+            "tie_mode")}
+        options.update(cutoffs=np.array_equal(self._request.cutoffs, other._request.cutoffs),
+                       ties=self._reverse == other._reverse,
+                       break_ties_with_noise=mine.break_ties_with_noise == theirs.break_ties_with_noise,
+                       seed=mine.seed == theirs.seed or not mine.break_ties_with_noise)  # (the seed: noise's only)
+        differ = [o for o, same in options.items() if not same]
+        return f"the options {', '.join(differ)}" if differ else None
 
     def _reversed(self, score_rows):
         """score_rows with the items in reverse order when ties go by descending item."""
@@ -452,8 +461,10 @@ def _score_rows(scores, n_users, n_items, on_gpu):
         return rows
 
     def on_backend(x, what, shape):
-        if sp.issparse(x) or type(x).__module__.startswith("cupyx.scipy.sparse"):
-            raise TypeError(f"{what} must be a dense array (a score for every item); got a sparse {x.format} matrix.")
+        layout = str(getattr(x, "layout", "")) if type(x).__module__.split(".")[0] == "torch" else ""
+        if sp.issparse(x) or type(x).__module__.startswith("cupyx.scipy.sparse") or layout.startswith("torch.sparse"):
+            kind = f"torch {layout.removeprefix('torch.')} tensor" if layout else f"sparse {x.format} matrix"
+            raise TypeError(f"{what} must be a dense array (a score for every item); got a {kind}.")
         x = v.host_array_or_device(x, what)
         if isinstance(x, np.ndarray):  # checked on the host, before it moves
             checked(x, what, shape)

@@ -40,7 +40,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     recs : DataFrame or dict
         Columns ``user``, ``item`` and ``rank`` (ints 1..n within each list) or ``score``
         (ranked by descending score, ties by ascending item); where both are present (as in
-        ``top_k(output="pandas")``), the ranks order each list and the scores are not read; plus the
+        ``top_k(output="pandas")``), the ranks order each list, whose scores must not rise down it
+        (else an error: one of the columns is stale); plus the
         ``group_by`` columns. Other columns are ignored. pandas, or polars (converted with
         ``.to_pandas()``). Or, as RePlay's metrics take them, a dict ``{user: [item, ...]}`` of
         lists in rank order.
@@ -286,6 +287,8 @@ def _check_columns(recs, truth, group_by):
     if not by:
         raise ValueError("'recs' must have a column 'rank' (positions 1..n) or 'score' (ranked descending); got "
                          f"neither (columns {list(recs.columns)}).")
+    if len(by) == 2:
+        v.check_ranks_follow_scores(recs, ["user", *group_by], "rank", "score", "recs")
     return by[0]
 
 

@@ -63,6 +63,25 @@ def numeric_column(frame, column, name, finite, what="", hint=""):
     return values
 
 
+def check_ranks_follow_scores(frame, keys, rank, score, name):
+    """A frame with both a rank and a score column (top_k's): the ranks order each list (rows sharing `keys`), and its
+    scores must not rise down it, so that a stale column (another model's scores) is not silently passed over."""
+    ordered = frame.sort_values([*keys, rank], kind="stable")
+    same = np.ones(max(len(ordered) - 1, 0), dtype=bool)
+    for key in keys:
+        values = ordered[key].to_numpy()
+        same &= values[1:] == values[:-1]
+    scores = pd.to_numeric(ordered[score], errors="coerce").to_numpy(np.float64)
+    rises = np.flatnonzero(same & (scores[1:] > scores[:-1]))
+    if rises.size:
+        at = int(rises[0]) + 1
+        row = {c: ordered[c].iloc[[at]].tolist()[0] for c in (rank, *keys)}  # (Python scalars, each as its column)
+        raise ValueError(f"{label(name)} has both a {rank!r} and a {score!r} column, and they disagree: rank "
+                         f"{row[rank]!r} has a higher score than the rank before it in the list of "
+                         f"{', '.join(f'{k} {row[k]!r}' for k in keys)}; drop the column that does not belong (where "
+                         "both agree, as in top_k's frame, the ranks order each list).")
+
+
 def check_unique_columns(frame, name):
     """frame[column] must be one column: a repeated name would make it a DataFrame."""
     repeated = frame.columns[frame.columns.duplicated()]
@@ -257,15 +276,18 @@ def _from_torch_sparse(X, name):
     layout = str(getattr(X, "layout", "torch.strided"))
     if type(X).__module__.split(".")[0] != "torch" or layout == "torch.strided":
         return X
+    if X.ndim != 2:
+        raise ValueError(f"'{name}' must be 2-dimensional; got a torch sparse tensor of shape {tuple(X.shape)}.")
     X = X.detach().cpu()
+    if not X.is_complex():  # float64 before coalesce sums duplicates (int8: 100 + 100 wraps; float16: overflows)
+        X = X.double()
     if layout == "torch.sparse_coo":
         X = X.coalesce()
-    values = X.values().double() if X.values().is_floating_point() else X.values()  # (float8, bfloat16: exactly)
-    if layout == "torch.sparse_coo":
         rows, cols = X.indices().numpy()
-        return sp.coo_array((values.numpy(), (rows, cols)), shape=tuple(X.shape))
+        return sp.coo_array((X.values().numpy(), (rows, cols)), shape=tuple(X.shape))
     if layout == "torch.sparse_csr":
-        return sp.csr_array((values.numpy(), X.col_indices().numpy(), X.crow_indices().numpy()), shape=tuple(X.shape))
+        return sp.csr_array((X.values().numpy(), X.col_indices().numpy(), X.crow_indices().numpy()),
+                            shape=tuple(X.shape))
     raise TypeError(f"'{name}' is a torch tensor of layout {layout}; pass a dense tensor, a sparse_coo or sparse_csr "
                     "one, or a SciPy sparse matrix.")
 

@@ -576,8 +576,8 @@ def _lists_cases():
             ("int ratings", RECS0, TRUTH0.astype({"rating": int}), clean),
             ("rows shuffled", RECS0.sample(frac=1, random_state=1), TRUTH0.sample(frac=1, random_state=2), clean),
             ("extra columns", RECS0.assign(other="x"), TRUTH0.assign(other=object()), clean),
-            ("rank and score both, as top_k's frame (the ranks order, the scores are not read)",
-             RECS0.assign(score=[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]), TRUTH0, clean),
+            ("rank and score both, as top_k's frame (the ranks order; the scores agree)",
+             RECS0.assign(score=[3.0, 2.0, 2.0, 5.0, 1.0, 0.0]), TRUTH0, clean),
             ("a non-default index", RECS0.set_axis(range(10, 16)), TRUTH0.set_axis(list("abcde")), clean),
     ):
         out.append(Case(f, label, lambda r=recs, t=truth: lists(r, t), "answer",
@@ -614,6 +614,8 @@ def _lists_cases():
             ("bool ranks", RECS0.assign(rank=True), TRUTH0, r"'recs' column 'rank' must hold numbers", TypeError),
             ("complex ratings", RECS0, TRUTH0.assign(rating=TRUTH0.rating + 0j), r"'truth' column 'rating' must hold "
              r"real numbers; got dtype complex128", TypeError),
+            ("rank and score that disagree (a stale column)", RECS0.assign(score=[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]), TRUTH0,
+             r"'recs' has both a 'rank' and a 'score' column, and they disagree: rank 2", ValueError),
             ("no user column", RECS0.drop(columns="user"), TRUTH0, r"'recs' must have the columns", ValueError),
             ("duplicate (user, item) in recs", pd.concat([RECS0, RECS0.iloc[:1].assign(rank=4)]), TRUTH0,
              r"'recs' has 1 duplicate \(user, item\) rows", ValueError),

@@ -226,7 +226,7 @@ ERRORS = [
     (dict(metrics="ILD@2", item_vectors=np.array([[1.0], [0.0], [1.0], [0.0]])), ValueError,
      r"'item_vectors' of listed items must be finite and non-zero .*; item 1 is not \(1 listed items are not\)"),
     (dict(metrics="Tail@2", popularity=np.ones(4), head_fraction=1.0), ValueError, r"'head_fraction' must be a float in the open interval"),
-    (dict(n_items=0), ValueError, r"'n_items' must be an int in the range \[1, inf\]; got 0"),
+    (dict(n_items=0), ValueError, r"'n_items' must be an int in the range \[1, 2147483647\]; got 0"),
     (dict(metrics="Gini", k=None), ValueError, r"Metric 'Gini' in 'metrics' needs a cut-off"),
 ]
 

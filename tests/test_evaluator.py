@@ -137,13 +137,19 @@ def test_a_user_evaluated_twice_is_refused_in_a_batch_across_batches_and_across_
     fewer = fewer[:, :].tocsr()
     fewer.data[0] = 0.0  # a training item fewer
     fewer.eliminate_zeros()
-    for unlike in (gpureco.Evaluator(X_test, fewer, device="cpu"), gpureco.Evaluator(X_test, X_train, device="cpu",
-                                                                                      gain="binary"),
-                   gpureco.Evaluator(X_test, X_train, device="cpu", seed=2)):
+    for unlike, differ in ((gpureco.Evaluator(X_test, fewer, device="cpu"),
+                            r"the X_train matrices \(after the relevance rule\)"),
+                           (gpureco.Evaluator(X_test, X_train, device="cpu", gain="binary"), r"the options gain"),
+                           (gpureco.Evaluator(X_test, X_train, device="cpu", seed=2, break_ties_with_noise=True),
+                            r"the options break_ties_with_noise")):
         with pytest.raises(ValueError, match=r"merge\(\) takes Evaluators of the same metrics, options and "
-                                             r"interactions \(X_test, X_train\)"):
+                                             rf"interactions \(X_test, X_train\); {differ} differ"):
             ev.merge(unlike)
-    ev.merge(gpureco.Evaluator(X_test, X_train, device="cpu", nthreads=1, batch_size=7))  # resources may differ
+    noisy = gpureco.Evaluator(X_test, X_train, device="cpu", break_ties_with_noise=True)
+    with pytest.raises(ValueError, match=r"the options seed differ"):
+        noisy.merge(gpureco.Evaluator(X_test, X_train, device="cpu", break_ties_with_noise=True, seed=2))
+    # resources may differ, and the seed where no noise reads it
+    ev.merge(gpureco.Evaluator(X_test, X_train, device="cpu", nthreads=1, batch_size=7, seed=5))
     ev.reset()
     ev.update([4], scores[[4]])  # after a reset, a user can be evaluated again
     assert ev.summary()["users"] == 1.0

@@ -313,13 +313,19 @@ def test_top_k_frames_are_the_input_of_evaluate_lists_and_beyond_accuracy(rng):
     ranked = recs.drop(columns="score")
     pd.testing.assert_frame_equal(gpureco.evaluate_lists(recs, truth, ["NDCG@4", "P@4", "AP@4"]),
                                   gpureco.evaluate_lists(ranked, truth, ["NDCG@4", "P@4", "AP@4"]))
-    flipped = recs.assign(score=-recs["score"])  # scores that would reverse every list
-    pd.testing.assert_frame_equal(gpureco.evaluate_lists(flipped, truth, ["NDCG@4"]),
+    flipped = recs.assign(score=-recs["score"])  # scores that rise down the lists: a stale column, refused
+    for call in (lambda: gpureco.evaluate_lists(flipped, truth, ["NDCG@4"]),
+                 lambda: gpureco.beyond_accuracy(flipped, ["ARP@3"], n_items=9, popularity=np.arange(9.0))):
+        with pytest.raises(ValueError, match=r"has both a 'rank' and a 'score' column, and they disagree: rank 2 has a "
+                                             r"higher score than the rank before it in the list of user 0"):
+            call()
+    tied = recs.assign(score=1.0)  # equal scores agree with any order of ranks
+    pd.testing.assert_frame_equal(gpureco.evaluate_lists(tied, truth, ["NDCG@4"]),
                                   gpureco.evaluate_lists(ranked, truth, ["NDCG@4"]))
     assert gpureco.beyond_accuracy(recs, ["Coverage@4", "Gini@3"], n_items=9) == \
         gpureco.beyond_accuracy(ranked, ["Coverage@4", "Gini@3"], n_items=9)
     pd.testing.assert_series_equal(
-        gpureco.beyond_accuracy(flipped, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"],
+        gpureco.beyond_accuracy(tied, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"],
         gpureco.beyond_accuracy(ranked, ["ARP@3"], n_items=9, popularity=np.arange(9.0))["ARP@3"])
 
 

@@ -341,15 +341,15 @@ def _on_cluster(args, function):
     return on_cluster
 
 
-OUTPUT_OPTIONS = ("out", "report", "latex", "out_dir")
+INPUT_OPTIONS = ("train", "test", "factors", "item_biases", "scores", "recs", "user_ids", "item_ids", "input",
+                 "results")  # the files the commands read (input: split's, results: compare's)
 
 
 def _check_not_an_input(args, path, what):
     """An output that would overwrite a file the command reads (`gpureco evaluate ... --out train.csv`) is refused."""
     target = Path(path).resolve()
-    for option, value in vars(args).items():
-        if option in OUTPUT_OPTIONS:
-            continue
+    for option in INPUT_OPTIONS:
+        value = getattr(args, option, None)
         for given in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(given, (str, Path)) and str(given) and Path(given).is_file() \
                     and Path(given).resolve() == target:
