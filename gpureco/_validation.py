@@ -314,7 +314,7 @@ def as_csr(X, name, shape=None, values="float64"):
                                                                      "iid"}:
             raise TypeError(f"'{name}' must be a matrix (users x items); got a frame of interactions (columns "
                             f"{columns}): gpureco.to_csr(frame) makes the matrix.")
-        arr = np.asarray(X)
+        arr = np.asarray(plain_array(X))  # (a tensor that requires grad, bfloat16: as every array input)
         _check_real_dtype(arr.dtype, name)
         if arr.ndim != 2:
             raise ValueError(f"'{name}' must be a 2-dimensional matrix; got an array of shape {arr.shape}.")
@@ -334,8 +334,8 @@ def as_csr(X, name, shape=None, values="float64"):
             raise ValueError(f"'{name}' is not a valid {layout} matrix: {error}.") from None
         if layout != "CSC":  # (a CSC was checked above) SciPy checks no hand-built BSR's block indices: nor its CSR
             _check_compressed_structure(X, name)
-    else:
-        X = sp.csr_array(X, copy=True).astype(dtype, copy=False)
+    else:  # a dense array, in `dtype` first (SciPy has no float16)
+        X = sp.csr_array(np.array(X, dtype=dtype))
     if _sorted_distinct(X.indptr, X.indices):  # one vectorised pass (SciPy's own check takes 3 times as long)
         X.has_canonical_format = True
     else:

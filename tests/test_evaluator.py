@@ -256,6 +256,10 @@ def test_torch_sparse_interactions_and_float8_factors(torch):
             got = gpureco.evaluate(defined_scores(A, B), getattr(dense_test.to(dtype), layout)(),
                                    getattr(dense_train, layout)(), metrics=ALL, k=4, device="cpu")
             assert_same(got, want)
+    for dense in (dense_test.clone().requires_grad_(True), dense_test.bfloat16(), dense_test.half()):  # as dense too
+        assert_same(gpureco.evaluate(defined_scores(A, B), dense, X_train, metrics=ALL, k=4, device="cpu"), want)
+    assert_same(gpureco.evaluate(defined_scores(A, B), X_test.toarray().astype(np.float16), X_train, metrics=ALL, k=4,
+                                 device="cpu"), want)  # (SciPy has no float16)
     with pytest.raises(TypeError, match=r"'X_test' is a torch tensor of layout torch.sparse_csc"):
         gpureco.evaluate(defined_scores(A, B), dense_test.to_sparse_csc(), X_train, device="cpu")
     small = [np.round(x * 4) / 4 for x in (A, B)]  # quarters below 2: exact in float8 e4m3
