@@ -307,7 +307,7 @@ def as_csr(X, name, shape=None, values="float64"):
             _check_compressed_structure(X, name)
     else:
         _refuse_masked(X, f"'{name}'")
-        # pandas, polars: a dense matrix (a pivot's item columns), or a frame of interactions (a user and an item column)?
+        # pandas, polars: a dense matrix (a pivot's item columns), or interactions (a user and an item column)?
         columns = [str(c) for c in getattr(X, "columns", ())]
         names = {c.lower().split(":")[0] for c in columns}
         if names & {"user", "user_id", "userid", "uid"} and names & {"item", "item_id", "itemid", "movieid", "movie_id",

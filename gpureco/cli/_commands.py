@@ -594,8 +594,9 @@ def cmd_split(args):
             _check_not_an_input(args, Path(args.out_dir) / folder / f"{name}{suffix}", f"split's {name}{suffix}")
         test = files.get("test")
         if test is not None and (test.nnz if hasattr(test, "nnz") else len(test)) == 0:
-            raise _io.InputError(f"{args.input}: the split gives no test interactions{' in ' + folder if folder else ''}"
-                                 f" (--method {args.method} with these options): there would be nothing to evaluate.")
+            where = f" in {folder}" if folder else ""
+            raise _io.InputError(f"{args.input}: the split gives no test interactions{where} (--method {args.method} "
+                                 "with these options): there would be nothing to evaluate.")
     written, outputs = [], {}
     with _io.staged(args.out_dir) as staging:  # every file whole, or none
         for folder, files in parts.items():

@@ -106,7 +106,7 @@ def read_frame(path, sep=None, id_columns=()):
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
-_CANONICAL_INT = r"-?(?:0|[1-9][0-9]*)"  # an integer as it prints: not '007', '+7', '7.0'
+_CANONICAL_INT = r"0|-?[1-9][0-9]*"  # an integer as it prints: not '007', '+7', '-0', '7.0'
 
 
 def _ids_from_text(texts):

@@ -71,10 +71,11 @@ def test_duplicates_error_names_both_rows():
 def test_ids_stay_as_written_unless_they_are_numbers_as_they_print(tmp_path, header):
     """'007' and '7' are two ids (read as numbers they were one: a user's rows merged with another's); ids written
     as numbers print (7, -3, 1.0) stay numbers, so that they match a model's rows."""
-    rows = "007,1,1\n7,2,1\n0042,3,1\n42,4,1\n"
+    rows = "007,1,1\n7,2,1\n0042,3,1\n42,4,1\n-0,5,1\n0,6,1\n"
     (tmp_path / "ids.csv").write_text(("user,item,value\n" if header else "") + rows)
     frame = _io.read_interactions(tmp_path / "ids.csv")
-    assert frame["user"].tolist() == ["007", "7", "0042", "42"] and frame["item"].tolist() == [1, 2, 3, 4]
+    assert frame["user"].tolist() == ["007", "7", "0042", "42", "-0", "0"]
+    assert frame["item"].tolist() == [1, 2, 3, 4, 5, 6]
     (tmp_path / "numbers.csv").write_text("userId,movieId,rating\n7,-3,1\n1,2,5\n")
     frame = _io.read_interactions(tmp_path / "numbers.csv")
     assert frame["user"].dtype.kind == frame["item"].dtype.kind == "i" and frame["item"].tolist() == [-3, 2]
