@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from . import _output as o
 from . import _validation as v
@@ -461,10 +460,7 @@ def _score_rows(scores, n_users, n_items, on_gpu):
         return rows
 
     def on_backend(x, what, shape):
-        layout = str(getattr(x, "layout", "")) if type(x).__module__.split(".")[0] == "torch" else ""
-        if sp.issparse(x) or type(x).__module__.startswith("cupyx.scipy.sparse") or layout.startswith("torch.sparse"):
-            kind = f"torch {layout.removeprefix('torch.')} tensor" if layout else f"sparse {x.format} matrix"
-            raise TypeError(f"{what} must be a dense array (a score for every item); got a {kind}.")
+        v.refuse_sparse(x, what, " (a score for every item)")
         x = v.host_array_or_device(x, what)
         if isinstance(x, np.ndarray):  # checked on the host, before it moves
             checked(x, what, shape)

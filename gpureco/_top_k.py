@@ -113,8 +113,7 @@ def _long_frame(users, items, scores):
 
 def _dense(value, name, ndims):
     """A host or device array of `ndims` dimensions, checked before its shape is read."""
-    if sp.issparse(value):
-        raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
+    v.refuse_sparse(value, f"'{name}'")
     array = v.host_array_or_device(value, f"'{name}'")
     if array.ndim not in ndims:
         raise ValueError(f"'{name}' must be {' or '.join(map(str, ndims))}-dimensional; got shape {array.shape}.")

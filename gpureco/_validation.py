@@ -173,6 +173,8 @@ def plain_array(value):
     dtype allows: a torch tensor that requires grad is detached; bfloat16 is widened to float32
     (exactly: every bfloat16 is a float32); a CPU tensor becomes a NumPy view; CPU arrays of any
     DLPack library (JAX, ...) are read through DLPack. Anything else is returned as it is."""
+    if _torch_layout(value).startswith("torch.sparse"):
+        return value  # (refuse_sparse names it where a dense array is wanted; as_csr reads it)
     if type(value).__module__.split(".")[0] == "torch":  # never imported: a tensor brings its module
         value = value.detach()
         if _is_bfloat16(value.dtype) or str(value.dtype).startswith("torch.float8"):
@@ -271,10 +273,27 @@ def _sorted_distinct(indptr, indices):
     return bool(up.all())
 
 
+def _torch_layout(value):
+    """A torch tensor's layout ("torch.strided", "torch.sparse_coo", ...); "" for anything else."""
+    return str(value.layout) if type(value).__module__.split(".")[0] == "torch" else ""
+
+
+def refuse_sparse(value, what, why=""):
+    """A dense array is wanted: a sparse matrix (SciPy, CuPy) or sparse torch tensor is an error naming its kind."""
+    layout = _torch_layout(value)
+    if layout.startswith("torch.sparse"):
+        kind = f"torch {layout.removeprefix('torch.')} tensor"
+    elif sp.issparse(value) or type(value).__module__.startswith("cupyx.scipy.sparse"):
+        kind = f"{'SciPy' if sp.issparse(value) else 'CuPy'} sparse {value.format} matrix"
+    else:
+        return
+    raise TypeError(f"{what} must be a dense array{why}; got a {kind}.")
+
+
 def _from_torch_sparse(X, name):
     """A torch sparse tensor (COO or CSR layout, on any device) as a SciPy sparse array; anything else as it is."""
-    layout = str(getattr(X, "layout", "torch.strided"))
-    if type(X).__module__.split(".")[0] != "torch" or layout == "torch.strided":
+    layout = _torch_layout(X)
+    if layout in ("", "torch.strided"):
         return X
     if X.ndim != 2:
         raise ValueError(f"'{name}' must be 2-dimensional; got a torch sparse tensor of shape {tuple(X.shape)}.")
@@ -368,8 +387,7 @@ def as_factors(A, B, item_biases, n_users, n_items, xp=np, asarray=None, of="X_t
     for name, value, ndim in (("A", A, 2), ("B", B, 2), ("item_biases", item_biases, 1)):
         if value is None:
             continue
-        if sp.issparse(value):
-            raise TypeError(f"'{name}' must be a dense array; got a SciPy sparse {value.format} matrix.")
+        refuse_sparse(value, f"'{name}'")
         arr = real_array(value, f"'{name}'", asarray)
         if name == "item_biases" and arr.ndim == 2 and 1 in arr.shape:
             arr = arr.reshape(-1)

@@ -433,7 +433,7 @@ def _evaluate_cases():
     out.append(Case(f, "'scores' of the wrong shape", lambda: evaluate(SCORES0[:, :-1]), "error",
                     r"'scores' must have shape \(5, 7\)"))
     out.append(Case(f, "'scores' as a sparse matrix", lambda: evaluate(sp.csr_array(SCORES0)), "error",
-                    r"'scores' must be a dense array \(a score for every item\); got a sparse csr matrix", TypeError))
+                    r"'scores' must be a dense array \(a score for every item\); got a SciPy sparse csr matrix", TypeError))
     out.append(Case(f, "'metrics' unknown", lambda: evaluate(metrics=["MAP"]), "error", r"'metrics'"))
     out.append(Case(f, "'k' as a list with 0", lambda: evaluate(k=[0, 2]), "error", r"'k'"))
     out.append(Case(f, "'relevance_threshold' 10**400 (an int no float holds)", lambda: evaluate(

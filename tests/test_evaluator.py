@@ -260,6 +260,11 @@ def test_torch_sparse_interactions_and_float8_factors(torch):
         assert_same(gpureco.evaluate(defined_scores(A, B), dense, X_train, metrics=ALL, k=4, device="cpu"), want)
     assert_same(gpureco.evaluate(defined_scores(A, B), X_test.toarray().astype(np.float16), X_train, metrics=ALL, k=4,
                                  device="cpu"), want)  # (SciPy has no float16)
+    for call in (lambda: gpureco.calc_reco_metrics(X_train, X_test, torch.tensor(A).to_sparse(), B, k=4, device="cpu"),
+                 lambda: gpureco.top_k(torch.tensor(A).to_sparse(), B, 4, device="cpu"),
+                 lambda: gpureco.evaluate(torch.tensor(defined_scores(A, B)).to_sparse(), X_test, device="cpu")):
+        with pytest.raises(TypeError, match=r"must be a dense array.*; got a torch sparse_coo tensor"):
+            call()  # (factors and scores are dense: torch's "can't convert Sparse layout tensor to numpy" before)
     with pytest.raises(TypeError, match=r"'X_test' is a torch tensor of layout torch.sparse_csc"):
         gpureco.evaluate(defined_scores(A, B), dense_test.to_sparse_csc(), X_train, device="cpu")
     small = [np.round(x * 4) / 4 for x in (A, B)]  # quarters below 2: exact in float8 e4m3
