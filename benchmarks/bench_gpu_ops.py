@@ -172,12 +172,12 @@ def counting_cupy(stub_kernels=False):
         def get_function(self, name):
             function = super().get_function(name)
 
-            def launch(grid, block, args):
+            def launch(grid, block, args, **launch):
                 _count("launches", name)
                 if stub_kernels:
                     return None
                 with _on_device():
-                    return function(grid, block, _host(tuple(args)))
+                    return function(grid, block, _host(tuple(args)), **launch)
             return launch
     cupy.RawModule = Module
     host_copy = cupy.asnumpy

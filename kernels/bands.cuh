@@ -229,18 +229,7 @@ __device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, T worst, T s
     return isfinite(s) ? e : GR_CELL_SEARCH;
 }
 
-// A user's counts in one 16-bit half of consecutive 32-bit words: fused_rank's counts in
-// shared memory, two rows sharing words, one in each half (twice the test items in the same
-// memory; a count stays below 2^16 as a block has fewer items, _gpu.FUSED_MAX_SPAN).
-struct HalfCounts {
-    uint32_t* words;  // test item c's count in words[c]
-    uint32_t one;     // 1 in the half: 1 (bits 0-15) or 1 << 16 (bits 16-31)
-};
 __device__ __forceinline__ void gr_add_count(int32_t* counts, int64_t c) { atomicAdd(&counts[c], 1); }
-__device__ __forceinline__ void gr_add_count(const HalfCounts& counts, int64_t c) { atomicAdd(&counts.words[c], counts.one); }
-__device__ __forceinline__ uint32_t gr_half_count(const HalfCounts& counts, int64_t c) {
-    return (counts.words[c] / counts.one) & 0xFFFFu;
-}
 
 // gr_place, and the item counted at its place in counts (an int32_t* in shared or global
 // memory, as the bands): whether it waits for its defined score instead.
@@ -276,6 +265,14 @@ __device__ __forceinline__ uint32_t gr_search_round(uint32_t search, const Score
     }
     return defer;
 }
+
+// Bit gr_round_bit(j) of a training bitmap: item j, a round's 128 items (4 of each lane: items j0 + 32 q + lane,
+// q < 4, as rank_tile and fused_rank count them) lane by lane, so that a lane's 4 bits of a round are one nibble:
+// bit 4 lane + q of the round's 4 words.
+__device__ __forceinline__ int gr_round_bit(int j) { return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3); }
+struct RoundBits {  // gr_tile_prepare's layout for fused_rank
+    static __device__ __forceinline__ int bit(int c) { return gr_round_bit(c); }
+};
 
 #define GR_QUEUE 64  // per warp: items waiting for their defined score (two rounds of 32)
 

@@ -227,6 +227,48 @@ GR_HD int64_t gr_lower_bound(const int32_t* sorted, int64_t n, int64_t value) {
 }
 
 #ifdef __CUDACC__
+// A monotone map of floats to unsigned integers (NaN excluded): x < y => key(x) < key(y), and -0.0 below 0.0 (the
+// rank kernels fold their extremes through gr_order_key, where the two are one), so that integer minima order floats.
+__device__ __forceinline__ uint32_t gr_float_key(float x) {
+    const uint32_t bits = (uint32_t)__float_as_int(x);
+    return bits ^ ((uint32_t)((int32_t)bits >> 31) | 0x80000000u);
+}
+__device__ __forceinline__ float gr_from_float_key(uint32_t key) {  // the inverse of gr_float_key
+    return __int_as_float((int)((key >> 31) ? key & 0x7FFFFFFFu : ~key));
+}
+
+// The minimum and maximum of v over the warp's 32 lanes (one instruction from sm_80 on), in every lane.
+__device__ __forceinline__ uint32_t gr_warp_min(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_min_sync(0xFFFFFFFFu, v);
+#else
+    for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+    return v;
+#endif
+}
+__device__ __forceinline__ uint32_t gr_warp_max(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xFFFFFFFFu, v);
+#else
+    for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+    return v;
+#endif
+}
+
+// A kernel's dynamic shared memory, `bytes` of it, named `name` (an array of T): launched with shared_mem = bytes
+// (over 48 KB a block in all, with the kernel's max_dynamic_shared_size_bytes raised: gpureco/engine/_gpu.py). The
+// emulation, which has no dynamic shared memory, declares it static, and checks the launch's (tests/emulation/cuda_host.h).
+struct alignas(16) GrWords16 {
+    uint32_t v[4];
+};
+#ifndef GR_DYNAMIC_SHARED
+#ifdef __CUDA_ARCH__
+#define GR_DYNAMIC_SHARED(T, name, bytes) extern __shared__ T name[]
+#else  // (nvcc's host pass)
+#define GR_DYNAMIC_SHARED(T, name, bytes) __shared__ T name[(bytes) / sizeof(T)]
+#endif
+#endif
+
 // Fold each thread's pool minimum, maximum and non-finite flag into a user's totals (order
 // keys, so that atomicMin/atomicMax order doubles); every thread of the block must call it.
 __device__ __forceinline__ void gr_fold_pool_stats(double mn, double mx, int bad, uint64_t* pool_min,

@@ -5,51 +5,64 @@
 //
 // One block takes FUSED_USERS rows of the batch and a span of items, FUSED_ITEMS at a time:
 // for each such tile it computes the filter scores U[rows] B[items]^T in registers
-// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them; in TF32 mode 4 x 16). The bias
+// (score_tile.cuh: gr_score_tile, each thread 8 x 8 of them; in TF32 mode gr_score_tile_tf32). The bias
 // is added, and the bands compared, in float as rank_tile does (flushed to zero under CuPy's
 // -ftz=true: a flush moves a score by at most 2^-126, inside the bound, and a flushed compare
-// only ever sends an item to the defined score). A thread's 64 scores of the tile then go to local
-// memory (acc's registers free again), and its pool items are placed among the test items
-// as in rank_tile (gr_place_cell: the row's cells; where a cell holds an edge, after the
-// round's items, a branchless search over the bands and one compare: gr_search_round), a round
-// at a time: a row's 8 items (FmaTile) or 16 (TensorTileOf<16>), unrolled; the items inside a band
-// then join the warp's queue (one vote a row where none does) for their defined score
-// (gr_exact_score), 32 at a time. The counts are 16 bits in shared memory, rows 2p and 2p + 1
-// in the two halves of the same words (row_counts), or in global memory where a block's rows
-// need more than FUSED_WORDS. The pool's minimum and maximum are kept per thread and round,
-// merged over a row's lanes once, at the block's end. At most 128 registers (two blocks per SM,
-// no spill) and 47,632 bytes of static shared memory, 16 KB of it the 128 rows' cells.
+// only ever sends an item to the defined score). The tile's scores are then staged in shared memory
+// (over the factors the tile was scored from: FUSED_STAGE_BYTES of dynamic shared memory), and counted
+// as rank_tile counts a round: a warp takes a row, a lane 4 of its 128 items, each placed among the test
+// items by the row's cells (gr_cell: 128 a row, 16 KB for the block); where a cell holds an edge, after
+// the round's items, a search over the bands and one compare (gr_search_round). The items inside a band
+// then join the warp's queue (one vote a row where none does) for their defined score (gr_exact_score),
+// 32 at a time. The counts are in shared memory, a word a test item, or in global memory where a
+// block's rows have more than FUSED_WORDS test items. A row's
+// pool minimum and maximum are reduced over the warp once a tile (gr_warp_min), kept in shared memory,
+// and folded into the user's at the block's end. At most 128 registers (two blocks an SM: an H100 or
+// H200 holds two blocks' 98,832 bytes of shared memory; an A100 one).
 //
 // Two kernels share this counting (fused_rank_body.cuh, included once for each): fused_rank_f32
 // scores with float32 FMA chains (FmaTile), fused_rank_tf32, TF32 mode, on tensor cores
-// (TensorTileOf<16>: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
+// (TensorTileOf<8>: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
 #include "score_tile.cuh"
 
+// Test items of a block's users counted in shared memory, a word each (more: the block counts in global memory):
+// FUSED_SHARED_TESTS (a compile option: _gpu.py) where an SM holds two blocks of the counts' 15 KB and the stage (H100,
+// H200, B200, B300) or one (A100, Orin); half as many on the others (RTX 30, 40 and 50 series, A10, L4, L40: 99 KB a
+// block). A word a count, so that the lanes of a warp that count at one place take one ATOMS.POPC.INC, as rank_tile's.
 #ifndef FUSED_SHARED_TESTS
-#define FUSED_SHARED_TESTS 3840  // test items of a block's users counted in shared memory (2 a word); more: global
+#define FUSED_SHARED_TESTS 3840
 #endif
-static_assert(FUSED_SHARED_TESTS % 2 == 0, "two counts a word");
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 900 || \
+    __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+#define FUSED_WORDS FUSED_SHARED_TESTS
+#else
 #define FUSED_WORDS (FUSED_SHARED_TESTS / 2)
+#endif
 #define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span has under 2^16 items)
 
 static_assert(FUSED_ITEMS == FUSED_USERS, "thread r < FUSED_USERS also reads the bias of the tile's item r");
-
-// Row r's counts in the block's shared words (HalfCounts): rows 2p and 2p + 1 share the words
-// from word_of[2p] on, row 2p in their low halves.
-__device__ __forceinline__ HalfCounts row_counts(uint32_t* words, const int32_t* word_of, int r) {
-    return HalfCounts{words + word_of[r], r & 1 ? 1u << 16 : 1u};
-}
+static_assert(FUSED_ITEMS == 128, "a row of the tile: one round of 4 items a lane (gr_round_bit)");
+// A staged row's floats: its FUSED_ITEMS scores and 4 more, so that a warp's stores of a TF32 tile's scores (rows
+// r0 + 2 q, items 8 j + g) meet no bank conflict; the stage over the tile's factors, in dynamic shared memory
+// (_gpu.FUSED_STAGE_BYTES: the same number)
+#define FUSED_PITCH (FUSED_ITEMS + 4)
+#ifndef FUSED_STAGE_BYTES
+#define FUSED_STAGE_BYTES (FUSED_USERS * FUSED_PITCH * 4)
+#endif
+static_assert(FUSED_STAGE_BYTES == FUSED_USERS * FUSED_PITCH * 4, "the stage: the tile's rows of FUSED_PITCH floats");
+static_assert(FUSED_STAGE_BYTES >= sizeof(TileFactors) && FUSED_STAGE_BYTES >= sizeof(TileFactorsTF32),
+              "the stage holds either tile's factors");
 
 // The defined score of a queued item (row << FUSED_ITEM_BITS | offset in the span) decides its
-// count: for test entry t0 + c, in the block's shared words (row_counts) or, where words is
+// count: for test entry t0 + c, in the block's shared words (words[t0 - tb0 + c]) or, where words is
 // null, in cnt[t0 + c].
 __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin, const float* U, const float* B,
                                    int64_t n_factors, const double* bias, const int64_t* users,
                                    const int64_t* tests_begin, const double* test_scores, const uint64_t* test_keys,
-                                   uint64_t seed, int noise, uint32_t* words, const int32_t* word_of, int32_t* cnt) {
+                                   uint64_t seed, int noise, int32_t* words, int32_t* cnt) {
     const int64_t b = b0 + (entry >> FUSED_ITEM_BITS);
     const int64_t item = span_begin + (entry & ((1 << FUSED_ITEM_BITS) - 1));
     const int64_t t0 = tests_begin[b], m = tests_begin[b + 1] - t0;
@@ -57,8 +70,7 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
     const uint64_t key = gr_tie_key(seed, (uint64_t)users[b], (uint64_t)item, noise);
     const int64_t c = gr_count_outranking(test_scores + t0, test_keys + t0, m, e, key);
     if (c < m) {
-        if (words) gr_add_count(row_counts(words, word_of, entry >> FUSED_ITEM_BITS), c);
-        else atomicAdd(&cnt[t0 + c], 1);
+        atomicAdd(words ? &words[t0 - tests_begin[b0] + c] : &cnt[t0 + c], 1);
     }
 }
 
@@ -71,7 +83,7 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
 
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 #define GR_FUSED_KERNEL fused_rank_tf32
-#define GR_FUSED_TILE TensorTileOf<16>
+#define GR_FUSED_TILE TensorTileOf<8>
 #include "fused_rank_body.cuh"
 #undef GR_FUSED_KERNEL
 #undef GR_FUSED_TILE

@@ -1,5 +1,5 @@
 // The body of fused_rank.cu's kernels, included there once for each: the kernel GR_FUSED_KERNEL
-// whose tile is scored as GR_FUSED_TILE says (FmaTile, TensorTileOf<16>). A kernel, not a function the
+// whose tile is scored as GR_FUSED_TILE says (FmaTile, TensorTileOf<8>). A kernel, not a function the
 // kernels call: inlined into them, the body spilled registers that as a kernel it does not.
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,
@@ -10,16 +10,20 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     uint64_t* __restrict__ pool_max, int32_t* __restrict__ nonfinite, const double* __restrict__ tol,
     const double* __restrict__ item_norm, const double* __restrict__ item_terms, uint64_t seed, int noise) {
     using Tile = GR_FUSED_TILE;
-    __shared__ Tile::Factors tile_factors;
-    __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];
-    __shared__ uint32_t sh_cnt[FUSED_WORDS];  // the rows' counts, two rows a word (row_counts)
-    __shared__ int32_t sh_word[FUSED_USERS];  // row r's first word
-    __shared__ int64_t sh_words;  // the words the rows need
+    // the tile's factors while it is scored, then its scores (FUSED_STAGE_BYTES, dynamic: _gpu.py)
+    GR_DYNAMIC_SHARED(GrWords16, sh_stage, FUSED_STAGE_BYTES);
+    typename Tile::Factors& tile_factors = *reinterpret_cast<typename Tile::Factors*>(sh_stage);
+    float* const stage = reinterpret_cast<float*>(sh_stage);  // item c of row r at r * FUSED_PITCH + c
+    __shared__ uint32_t train_bits[FUSED_USERS][FUSED_ITEMS / 32];  // gr_round_bit's layout: a lane's 4 bits a nibble
+    __shared__ int32_t sh_cnt[FUSED_WORDS];  // row r's counts from sh_cnt + sh_first[r], where the block's fit
     __shared__ uint8_t sh_cells[FUSED_USERS][GR_CELLS];  // row r's cells (bands.cuh)
     __shared__ float sh_scale[FUSED_USERS];  // their scale (gr_cells_scale)
     __shared__ float sh_worst[FUSED_USERS];
     __shared__ int64_t sh_first[FUSED_USERS + 1];  // row r's test entries: tb0 + sh_first[r] .. tb0 + sh_first[r + 1]
     __shared__ float sh_bias[FUSED_ITEMS];
+    __shared__ uint32_t sh_min[FUSED_USERS], sh_max[FUSED_USERS];  // row r's pool extremes so far (gr_float_key)
+    __shared__ int32_t sh_bad[FUSED_USERS];  // row r: a pool score not finite
+    __shared__ int32_t sh_nowhere;  // the count of the items placed nowhere (never read)
     __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];
 
     // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
@@ -27,9 +31,9 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     const int64_t span_begin = (int64_t)blockIdx.y * span;
     if (b0 >= nb || span_begin >= n_items) return;
     const int64_t span_end = min(n_items, span_begin + span);
-    const int64_t n_rows = min((int64_t)FUSED_USERS, nb - b0);
+    const int n_rows = (int)min((int64_t)FUSED_USERS, nb - b0);
     const int64_t tb0 = tests_begin[b0], n_tests = tests_begin[b0 + n_rows] - tb0;
-    const int t = threadIdx.x;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const Tile tile(t);  // this thread's scores of a tile: rounds rho < ROUNDS, row tile.row(rho), items tile.col(rho, j < ITEMS)
 
     // row r's bands, from its test items' defined scores (the search reads them where a cell does not answer)
@@ -51,17 +55,12 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         }
         sh_worst[t] = worst;
         sh_scale[t] = scale;
+        sh_min[t] = gr_float_key((float)GR_INF);
+        sh_max[t] = gr_float_key(-(float)GR_INF);
+        sh_bad[t] = 0;
     }
     __syncthreads();
-    if (t == 0) {  // rows 2p and 2p + 1 share words: as many as the larger needs
-        int64_t w = 0;
-        for (int r = 0; r < FUSED_USERS; r += 2) {
-            sh_word[r] = sh_word[r + 1] = (int32_t)min(w, (int64_t)FUSED_WORDS);  // (used only where all fit)
-            w += max(sh_first[r + 1] - sh_first[r], sh_first[r + 2] - sh_first[r + 1]);
-        }
-        sh_words = w;
-    }
-    {  // row t >> 1's cells, half of them each: read once the tiles are scored (gr_score_tile's barriers)
+    {  // row t >> 1's cells, half of them each
         const int r = t >> 1;
         const int64_t first = sh_first[r];
         const int m = (int)(sh_first[r + 1] - first);
@@ -70,118 +69,131 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
             sh_cells[r][k] = gr_cell_entry(bands, m, sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k);
     }
     __syncthreads();
-    const bool in_shared = sh_words <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt
+    const bool in_shared = n_tests <= FUSED_WORDS;  // the block's counts in shared memory, else in cnt
     if (in_shared)
-        for (int i = t; i < (int)sh_words; i += FUSED_THREADS) sh_cnt[i] = 0;  // (gr_score_tile's barriers publish)
+        for (int i = t; i < (int)n_tests; i += FUSED_THREADS) sh_cnt[i] = 0;  // (gr_score_tile's barriers publish)
 
     const auto settle_entry = [&](int32_t entry) {
         settle(entry, b0, span_begin, U, B, n_factors, bias, users, tests_begin, test_scores, test_keys, seed, noise,
-               in_shared ? sh_cnt : nullptr, sh_word, cnt);
+               in_shared ? sh_cnt : nullptr, cnt);
     };
-    int32_t* queue = warp_queue[t >> 5];
+    int32_t* queue = warp_queue[warp];
     int queued = 0;  // the same in every lane of the warp
-    int bad = 0;  // bit rho: a pool score of tile.row(rho) is not finite
-    // the pool's minimum and maximum filter score of this thread's items of round rho (local
-    // memory: the rounds' loop indexes them), merged over the row's lanes once, at the end
-    float row_min[Tile::ROUNDS], row_max[Tile::ROUNDS];
-#pragma unroll
-    for (int i = 0; i < Tile::ROUNDS; ++i) row_min[i] = (float)GR_INF, row_max[i] = -(float)GR_INF;
 
     // thread t loads the factors of row t >> 1 (both tiles' loaders; which items it loads is the tile's)
     const int lr = t >> 1;
     const float* a_row = lr < n_rows ? U + (b0 + lr) * n_factors : nullptr;
     for (int64_t j0 = span_begin; j0 < span_end; j0 += FUSED_ITEMS) {
-        if (t < FUSED_USERS) gr_tile_prepare<Tile>(training, j0, span_end, bias, train_bits[t], sh_bias);
-        // this thread's 64 scores, biases added (in float, as rank_tile does), in local memory for
-        // the loops below to index: the tile's registers are free while the scores are counted
-        float scores[Tile::ROUNDS][Tile::ITEMS];
-        tile.score(tile_factors, a_row, B, j0, span_end, n_factors, bias ? sh_bias : nullptr, scores);
+        if (t < FUSED_USERS) gr_tile_prepare<RoundBits>(training, j0, span_end, bias, train_bits[t], sh_bias);
+        {  // the tile's scores, biases added (in float, as rank_tile does), staged in shared memory over its factors
+            float scores[Tile::ROUNDS][Tile::ITEMS];
+            tile.score(tile_factors, a_row, B, j0, span_end, n_factors, bias ? sh_bias : nullptr, scores);
+#pragma unroll
+            for (int i = 0; i < Tile::ROUNDS; ++i)
+#pragma unroll
+                for (int j = 0; j < Tile::ITEMS; ++j) stage[tile.row(i) * FUSED_PITCH + tile.col(i, j)] = scores[i][j];
+        }
+        __syncthreads();
+        // Counted as rank_tile counts: warp w takes rows w, w + 8, .., each in one round of its 128 items, a lane
+        // items lane + 32 q (q < 4), placed by the row's cells. A non-pool item's score is NaN (fmin and fmax pass
+        // over it, its cell is 0, which places it nowhere). A lane's round with a score that is not finite (rare:
+        // the filter overflowed, for a pool item or not, or the round's sum did) has its pool items searched
+        // instead: gr_place defers a non-finite one, and the search flags it.
+        const int tail = (int)min((int64_t)FUSED_ITEMS, span_end - j0);  // the tile's items in the span
 #pragma unroll 1
-        for (int i = 0; i < Tile::ROUNDS; ++i) {  // round i; every lane the same rounds: the warp's votes below
-            const int r = tile.row(i);
+        for (int r = warp; r < n_rows; r += FUSED_THREADS / 32) {  // the same in the whole warp
             const int64_t first = sh_first[r];
             const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
-            const uint32_t pool = r < n_rows ? tile.pool(train_bits[r], i, j0, span_end) : 0u;  // bit j: tile.col(i, j)
-            const GlobalBands<float> bands = bands_of(r, first, m);
             const float worst = sh_worst[r];
             const Cells<float> cells = gr_cells<float>(sh_cells[r], sh_scale[r], GR_CELLS);
-            const HalfCounts counts = row_counts(sh_cnt, sh_word, r);  // (where in_shared)
-            float mn = (float)GR_INF, mx = -(float)GR_INF;
-            float nonfinite_sum = 0.0f;  // NaN once a pool score of the row is not finite (s * 0 is NaN exactly then)
-            const auto add = [&](int c) {  // an item counted at place c
-                if (in_shared) gr_add_count(counts, c);  // the same in the whole block: shared-memory atomics
-                else gr_add_count(cnt + tb0 + first, c);
-            };
-            uint32_t search = 0;  // bit j: tile.col(i, j)'s cell does not place it
+            int32_t* const counts = in_shared ? sh_cnt + first : cnt + tb0 + first;  // (the same in the whole block)
+            const auto add = [&](int c) { gr_add_count(counts, c); };  // an item counted at place c
+            // bit q: item lane + 32 q is a pool item: not a training item (gr_round_bit), and in the span
+            uint32_t pool = ~(train_bits[r][lane >> 3] >> (4 * (lane & 7))) & 0xFu;
+            if (tail < FUSED_ITEMS)
 #pragma unroll
-            for (int j = 0; j < Tile::ITEMS; ++j) {
-                if ((pool >> j) & 1u) {
-                    const float s = scores[i][j];
-                    mn = fmin(mn, s);
-                    mx = fmax(mx, s);
-                    nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);  // (not flushed: no .ftz FMA in this kernel)
-                    const int e = gr_place_cell(cells, worst, s);
-                    if (e < GR_CELL_NOWHERE) add(e);
-                    if (e > GR_CELL_NOWHERE) search |= 1u << j;
-                }
+                for (int q = 0; q < 4; ++q) pool &= ~((uint32_t)(lane + 32 * q >= tail) << q);
+            const float* row = stage + r * FUSED_PITCH + lane;
+            float s[4], p[4], sum = 0.0f;
+            float mn = (float)GR_INF, mx = -(float)GR_INF;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                s[q] = row[32 * q];
+                p[q] = (pool >> q) & 1u ? s[q] : (float)GR_NAN;
+                mn = fmin(mn, p[q]);
+                mx = fmax(mx, p[q]);
+                sum = q ? sum + s[q] : s[q];
             }
-            bad |= (int)isnan(nonfinite_sum) << i;
-            // bit j: tile.col(i, j) waits for its defined score
+            uint32_t search = 0;  // bit q: item lane + 32 q's cell does not place it
+            if (isfinite(sum)) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
+                    if (in_shared)  // no branch: an item placed nowhere counts in sh_nowhere
+                        atomicAdd(e < GR_CELL_NOWHERE ? counts + e : &sh_nowhere, 1);
+                    else if (e < GR_CELL_NOWHERE)
+                        gr_add_count(counts, e);
+                    search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
+                }
+            } else {
+                search = pool;
+            }
+            const auto score = [&](int q) {  // s[q], with no local memory
+                float v = s[0];
+#pragma unroll
+                for (int k = 1; k < 4; ++k) v = q == k ? s[k] : v;
+                return v;
+            };
+            const GlobalBands<float> bands = bands_of(r, first, m);
+            int bad = 0;
+            // bit q: item lane + 32 q waits for its defined score
             uint32_t defer = gr_search_round(
-                search, [&](int j) { return scores[i][j]; },
-                [&](float s) { return gr_place(bands, m, top, worst, s); }, add, [](float) {});
+                search, score, [&](float v) { return gr_place(bands, m, top, worst, v); }, add,
+                [&](float v) { bad |= !isfinite(v); });
             // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
             // n_j its norm), where that is below the row's; what it places, it counts as the
             // defined score would (it lies strictly between the same test items), without computing it
             for (uint32_t pending = defer; pending; pending &= pending - 1u) {
-                const int j = __ffs((int)pending) - 1;
-                const float s = scores[i][j];
-                const double own = fma(item_terms[b0 + r], item_norm[j0 + tile.col(i, j)], item_terms[nb + b0 + r]);
-                if (!isfinite(s) || !(own < tol[b0 + r])) continue;  // (NaN or inf terms: not a bound to use)
+                const int q = __ffs((int)pending) - 1;
+                const float v = score(q);
+                const double own = fma(item_terms[b0 + r], item_norm[j0 + lane + 32 * q], item_terms[nb + b0 + r]);
+                if (!isfinite(v) || !(own < tol[b0 + r])) continue;  // (NaN or inf terms: not a bound to use)
                 const GlobalBands<float> mine{test_scores + tb0 + first, own};
-                const int c = gr_place(mine, m, top, mine.low(m - 1), s);
+                const int c = gr_place(mine, m, top, mine.low(m - 1), v);
                 if (c == GR_DEFER) continue;
                 if (c >= 0) add(c);
-                defer &= ~(1u << j);
+                defer &= ~(1u << q);
             }
-            if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the row's deferred items join the warp's queue
+            if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
 #pragma unroll 1
-                for (int j = 0; j < Tile::ITEMS; ++j)  // every lane the same rounds: the warp's votes
-                    gr_defer(queue, queued, (defer >> j) & 1u,
-                             (r << FUSED_ITEM_BITS) | (int32_t)(j0 + tile.col(i, j) - span_begin), settle_entry);
+                for (int q = 0; q < 4; ++q)
+                    gr_defer(queue, queued, (defer >> q) & 1u,
+                             (r << FUSED_ITEM_BITS) | (int32_t)(j0 + lane + 32 * q - span_begin), settle_entry);
             }
-            row_min[i] = fmin(row_min[i], mn);
-            row_max[i] = fmax(row_max[i], mx);
+            // the row's pool statistics: this warp's alone (row r is always warp r % 8's)
+            const uint32_t lo = gr_warp_min(gr_float_key(mn)), hi = gr_warp_max(gr_float_key(mx));
+            const int any_bad = __any_sync(0xFFFFFFFFu, bad);
+            if (lane == 0) {
+                sh_min[r] = min(sh_min[r], lo);
+                sh_max[r] = max(sh_max[r], hi);
+                sh_bad[r] |= any_bad;
+            }
         }
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
     gr_drain(queue, queued, settle_entry);
 
-    // pool statistics: row(i)'s non-finite flag, minimum and maximum, from the lanes that share it
-#pragma unroll
-    for (int i = 0; i < Tile::ROUNDS; ++i) {
-        const int r = tile.row(i);
-        int flag = (bad >> i) & 1;
-        float mn = row_min[i], mx = row_max[i];
-        for (int off = 16; off > 0; off >>= 1) {  // over the row's lanes
-            if (!(Tile::SHARE_MASK & off)) continue;
-            flag |= __shfl_xor_sync(0xFFFFFFFFu, flag, off);
-            mn = fmin(mn, __shfl_xor_sync(0xFFFFFFFFu, mn, off));
-            mx = fmax(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
-        }
-        if ((t & Tile::SHARE_MASK) == 0 && r < n_rows) {  // row r is these lanes' alone, the first writes
-            atomicMin((unsigned long long*)&pool_min[b0 + r], (unsigned long long)gr_order_key(gr_widen(mn)));
-            atomicMax((unsigned long long*)&pool_max[b0 + r], (unsigned long long)gr_order_key(gr_widen(mx)));
-            if (flag) atomicOr(&nonfinite[b0 + r], 1);
-        }
+    // pool statistics: row t's, folded into its user's (order keys of doubles, as every rank kernel's)
+    if (t < n_rows) {
+        atomicMin((unsigned long long*)&pool_min[b0 + t],
+                  (unsigned long long)gr_order_key(gr_widen(gr_from_float_key(sh_min[t]))));
+        atomicMax((unsigned long long*)&pool_max[b0 + t],
+                  (unsigned long long)gr_order_key(gr_widen(gr_from_float_key(sh_max[t]))));
+        if (sh_bad[t]) atomicOr(&nonfinite[b0 + t], 1);
     }
-    if (in_shared) {  // a warp a row, a lane a test item
+    if (in_shared) {
         __syncthreads();
-        for (int r = t >> 5; r < FUSED_USERS; r += FUSED_THREADS / 32) {
-            const int64_t first = sh_first[r], m = sh_first[r + 1] - first;
-            for (int64_t i = t & 31; i < m; i += 32)
-                if (const uint32_t n = gr_half_count(row_counts(sh_cnt, sh_word, r), i))
-                    atomicAdd(&cnt[tb0 + first + i], (int32_t)n);
-        }
+        for (int i = t; i < (int)n_tests; i += FUSED_THREADS)
+            if (const int32_t n = sh_cnt[i]) atomicAdd(&cnt[tb0 + i], n);
     }
 }

@@ -71,11 +71,7 @@ static_assert(RANK_EDGE_WORDS > GR_CELL_SEARCH && RANK_EDGE_WORDS + GR_CELL_TEST
 #define RANK_BLOCKS_F64 3
 #endif
 
-// Bit gr_round_bit(j) of the training bitmap: the span's item j, a round's 128 items (RANK_ROUND = 4 of
-// each lane: items j0 + 32 q + lane, q < 4) lane by lane, so that a lane's 4 bits of a round are one nibble:
-// bit 4 lane + q of the round's 4 words.
-__device__ __forceinline__ int gr_round_bit(int j) { return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3); }
-static_assert(RANK_ROUND == 4, "gr_round_bit: a lane's bits of a round are a nibble");
+static_assert(RANK_ROUND == 4, "gr_round_bit (bands.cuh): a lane's bits of a round are a nibble");
 
 template <typename T>
 __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_t item_begin, int64_t n_tile,

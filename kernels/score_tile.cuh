@@ -294,12 +294,10 @@ __device__ __forceinline__ void gr_score_tile_tf32(TileFactorsTF32& sm, const fl
 // chains, fused_rank_tf32 and fused_topk_tf32 on tensor cores), and which of its scores each
 // thread holds: ROUNDS rounds of ITEMS items of one row (64 scores), round rho: row(rho), its
 // items col(rho, j) (j < ITEMS), pool(...) the bits j of those in the row's pool; a row's set-up
-// is paid once a round, so the fewer rounds the better. A row's items of the tile are with the
-// lanes of one warp that differ from each other in the lane bits SHARE_MASK only (and with no
-// other thread).
+// is paid once a round, so the fewer rounds the better (fused_topk; fused_rank stages the tile's scores in shared
+// memory and counts them a row at a time, in its own order).
 struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >> 4, t & 15), rows gr_tile_row(ty, rho)
     using Factors = TileFactors;
-    static constexpr int SHARE_MASK = 15;  // a half-warp
     static constexpr int ROUNDS = 8, ITEMS = 8;  // a round: a row of the thread's 8 x 8 register tile
     int ty, tx;
     __device__ __forceinline__ explicit FmaTile(int t) : ty(t >> 4), tx(t & 15) {}
@@ -333,9 +331,8 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
 
 // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w holds rows r0 + 8 (k >> 1) + (k & 1)
 // (k < 4, r0 = 16 w + 2 q) and their items 8 j + g (j < 16) of the tile. Its rounds: ITEMS = 16,
-// a row's 16 items a round (fused_rank_tf32: a row's set-up paid 4 times a tile, not 8), or
-// ITEMS = 8, half of them (fused_topk_tf32, whose factor loop compiles shorter so), round rho:
-// row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
+// a row's 16 items a round, or ITEMS = 8, half of them (fused_topk_tf32 and fused_rank_tf32: fused_topk_tf32's
+// factor loop compiles shorter so), round rho: row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
 template <int ITEMS> struct GrTileBits;  // a round's training bits: a byte of 8 items, a halfword of 16
 template <> struct GrTileBits<8> { using type = uint8_t; };
 template <> struct GrTileBits<16> { using type = uint16_t; };
@@ -343,7 +340,6 @@ template <> struct GrTileBits<16> { using type = uint16_t; };
 template <int ITEMS_>
 struct TensorTileOf {
     using Factors = TileFactorsTF32;
-    static constexpr int SHARE_MASK = 28;  // the lanes of one q
     static constexpr int ITEMS = ITEMS_, ROUNDS = 64 / ITEMS, HALVES = 16 / ITEMS;  // HALVES: rounds a row
     static_assert(ITEMS == 8 || ITEMS == 16, "a round: half a row's items, or all 16");
     using Bits = typename GrTileBits<ITEMS>::type;

@@ -96,10 +96,15 @@ def rank_tile(grid, block, args):
         np.add.at(cnt, t0 + c[c < m], 1)
 
 
-def fused_rank(grid, block, args):
+def fused_rank(grid, block, args, shared_mem=0):
     """kernels/fused_rank.cu: rank_tile over the batch's whole rows, its filter scores U B^T in
     float32 (by BLAS here: any order within the bound); U holds the batch's factors, row b for
-    users[b]."""
+    users[b]. Launched with its dynamic shared memory (the stage: _gpu.FUSED_STAGE_BYTES; none
+    before it, at the commits bench_commits.py runs on this model)."""
+    from gpureco.engine import _gpu
+    if shared_mem != getattr(_gpu, "FUSED_STAGE_BYTES", 0):
+        raise ValueError(f"fused_rank needs {getattr(_gpu, 'FUSED_STAGE_BYTES', 0)} bytes of dynamic shared memory; "
+                         f"launched with {shared_mem}")
     (U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, tests_begin, test_scores, test_keys,
      cnt, pool_min, pool_max, nonfinite, tol, item_norm, item_terms, seed, noise) = args  # (the bound per item: speed only)
     nb, n_factors = int(nb), int(n_factors)
@@ -462,10 +467,10 @@ def fake_cupy(fail_above=None):
             if fail_above is None or not name.startswith("rank_tile"):
                 return fn
 
-            def guarded(grid, block, args):
+            def guarded(grid, block, args, **launch):
                 if grid[0] > fail_above:
                     raise OutOfMemoryError(f"model: {grid[0]} users do not fit")
-                return fn(grid, block, args)
+                return fn(grid, block, args, **launch)
             return guarded
 
     class MemoryHook:  # cupy.cuda.MemoryHook: the model's allocations are NumPy's, so it sees none

@@ -32,7 +32,10 @@ FINISH_THREADS = 256  # kernels/exact_scores.cu finish_batch: threads of a user'
 SORT_TESTS_THREADS, SORT_TESTS_MAX = 128, 1024  # kernels/exact_scores.cu sort_tests: threads, a user's entries
 TILE_ITEMS = 1 << 16  # items scored per cuBLAS call
 FUSED_THREADS, FUSED_USERS, FUSED_ITEMS = 256, 128, 128  # kernels/fused_rank.cu: threads, rows, items of a tile
-FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared memory, 16 bits each (-DFUSED_SHARED_TESTS)
+FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared memory, a word each (-DFUSED_SHARED_TESTS)
+# fused_rank's dynamic shared memory (-DFUSED_STAGE_BYTES): a tile's factors, then its scores, FUSED_USERS rows of
+# FUSED_ITEMS + 4 floats (kernels/fused_rank.cu FUSED_PITCH)
+FUSED_STAGE_BYTES = FUSED_USERS * (FUSED_ITEMS + 4) * 4
 # fused_rank's grid: about FUSED_BLOCKS blocks (15 waves of an H100's 264); a block's items at most FUSED_MAX_SPAN
 # (+ FUSED_ITEMS from the rounding), below 2^16: a test item's count in a block fits its 16 bits
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
@@ -80,7 +83,7 @@ def kernels_hash():
 
 def compile_options():
     return ("-std=c++17", f"-I{kernels_dir()}", f"-DGPURECO_KERNELS_HASH=0x{kernels_hash()}", f"-DRANK_SPAN={RANK_SPAN}",
-            f"-DFUSED_SHARED_TESTS={FUSED_SHARED_TESTS}")
+            f"-DFUSED_SHARED_TESTS={FUSED_SHARED_TESTS}", f"-DFUSED_STAGE_BYTES={FUSED_STAGE_BYTES}")
 
 
 def kernel(file, name):
@@ -474,11 +477,13 @@ def rank_users(problem, users, scorer, batch_size=None, max_memory=DEFAULT_MAX_M
             # (a deferred item is checked against its own bound, from its norm, first)
             tol, item_terms = scorer.tolerance(batch, user_rows, tensor=scorer.tensor, item_terms=True)
             grid, span = fused_grid(nb, n_items)
-            kernel("fused_rank", "fused_rank_tf32" if scorer.tensor else "fused_rank_f32")(
-                grid, (FUSED_THREADS,),
-                (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
-                 np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys, counts,
-                 pool_min, pool_max, nonfinite, tol, scorer.item_norms(), item_terms, seed, noise))
+            fused_rank = kernel("fused_rank", "fused_rank_tf32" if scorer.tensor else "fused_rank_f32")
+            fused_rank.max_dynamic_shared_size_bytes = FUSED_STAGE_BYTES  # (with its static memory, over 48 KB a block)
+            fused_rank(grid, (FUSED_THREADS,),
+                       (user_rows, scorer.B, np.int64(scorer.n_factors), scorer.launch_args()[3], np.int64(n_items),
+                        np.int64(span), np.int64(nb), batch, train_indptr, train_indices, tests_begin, scores, keys,
+                        counts, pool_min, pool_max, nonfinite, tol, scorer.item_norms(), item_terms, seed, noise),
+                       shared_mem=FUSED_STAGE_BYTES)
         else:  # a score tile at a time, counted by rank_tile
             tol = scorer.tolerance(batch, user_rows, tensor=scorer.tensor)
             tile = min(n_items, TILE_ITEMS)
@@ -560,31 +565,26 @@ def fused_grid(n_users, n_items):
 def fused_rows(n_test):
     """An order of a batch's rows for fused_rank, from each row's number of test items: a
     permutation of range(len(n_test)) whose blocks of FUSED_USERS rows hold about equal numbers
-    of test items, and whose rows 2p and 2p + 1 (which share shared-memory words, as many as
-    the larger needs) about equal numbers, so that more blocks count in shared memory: the
-    words of a block, the sum over its pairs of the larger, must not exceed
-    FUSED_SHARED_TESTS / 2. The rows by decreasing number, in pairs, go to the blocks in turn,
-    forward then backward (a snake), each pair to the block's next two rows, the last block
-    (which may have fewer rows) left out once it is full; an odd row out goes last. Any order
-    gives the same numbers: every output goes back per user and entry."""
+    of test items, so that more blocks count in shared memory (a block's test items at most
+    FUSED_SHARED_TESTS; half as many on a GPU of less shared memory: kernels/fused_rank.cu). The
+    rows by decreasing number go to the blocks in turn, forward then backward (a snake), each to
+    the block's next row, the last block (which may have fewer rows) left out once it is full.
+    Any order gives the same numbers: every output goes back per user and entry."""
     n = n_test.shape[0]
     by_size = np.argsort(-np.asarray(n_test), kind="stable")
     blocks = -(-n // FUSED_USERS)
     if blocks == 1:
-        return by_size  # adjacent sizes in pairs
-    last_pairs = (n - (blocks - 1) * FUSED_USERS) // 2  # pairs that the last block holds
-    q = np.arange(n // 2)
-    late = q >= last_pairs * blocks  # once the last block is full: rounds over the others
-    dealt = np.where(late, q - last_pairs * blocks, q)
+        return by_size
+    last = n - (blocks - 1) * FUSED_USERS  # rows of the last block
+    q = np.arange(n)
+    late = q >= last * blocks  # once the last block is full: rounds over the others
+    dealt = np.where(late, q - last * blocks, q)
     width = np.where(late, blocks - 1, blocks)  # blocks in a round
-    turn = np.where(late, last_pairs + dealt // (blocks - 1), dealt // blocks)
+    turn = np.where(late, last + dealt // (blocks - 1), dealt // blocks)
     within = dealt % width
     block = np.where(turn % 2 == 0, within, width - 1 - within)
-    first = block * FUSED_USERS + 2 * turn  # where pair q's two rows go
     order = np.empty(n, dtype=by_size.dtype)
-    order[first], order[first + 1] = by_size[0: 2 * q.shape[0]: 2], by_size[1: 2 * q.shape[0]: 2]
-    if n % 2:
-        order[n - 1] = by_size[n - 1]  # the last block's last row
+    order[block * FUSED_USERS + turn] = by_size
     return order
 
 

@@ -67,6 +67,11 @@ extern "C" void __tsan_ignore_thread_end();
 // Thread-local storage also lets the launcher find (and poison) every __shared__ variable of
 // the module: they are the module's PT_TLS segment (the runtime below adds one byte to it).
 #define __shared__ static thread_local
+// A kernel's dynamic shared memory (kernels/common.cuh): static here, of the size the kernel uses, and the launch must
+// give at least as much (its shared_mem), where on a device the kernel would read and write past its shared memory.
+#define GR_DYNAMIC_SHARED(T, name, bytes) \
+    __shared__ T name[(bytes) / sizeof(T)]; \
+    ::gr_emu::dynamic_shared((bytes), __FILE__, __LINE__)
 #define __constant__ static
 
 struct uint3 {
@@ -124,6 +129,7 @@ struct Emulator {
     std::mt19937_64 rng;
     unsigned n_threads = 0, n_done = 0, n_barrier = 0;
     std::string error;
+    uint32_t shared_mem = 0;  // the launch's dynamic shared memory, in bytes
     void (*thunk)(void*) = nullptr;
     void* thunk_arg = nullptr;
     sigjmp_buf fault_jump;
@@ -202,6 +208,13 @@ inline std::string describe() {
 // warp intrinsic (which no longer releases anyone), so that the report shows where all of them are.
 inline void fail(const std::string& message) {
     if (E.error.empty()) E.error = message;
+}
+
+// GR_DYNAMIC_SHARED's check (below): the launch gave the kernel at least the dynamic shared memory it uses.
+inline void dynamic_shared(size_t bytes, const char* file, int line) {
+    if (E.shared_mem < bytes)
+        fail(format("%s:%d: the kernel uses %zu bytes of dynamic shared memory; its launch gave %u (shared_mem)", file,
+                    line, bytes, E.shared_mem));
 }
 
 inline void to_fiber(Fiber* f) {
@@ -460,6 +473,7 @@ struct Config {  // emulator.py: _Config
     uint64_t seed;
     int32_t poison;
     uint32_t stack_kib;
+    uint32_t shared_mem;
     char* error;
     uint64_t error_size;
 };
@@ -602,6 +616,7 @@ inline int run_grid(const Config* c, void (*thunk)(void*), void* arg) {
     E.block_dim = dim3{c->block[0], c->block[1], c->block[2]};
     E.grid_dim = dim3{c->grid[0], c->grid[1], c->grid[2]};
     E.schedule = c->schedule;
+    E.shared_mem = c->shared_mem;
     E.rng.seed(c->seed);
     E.thunk = thunk;
     E.thunk_arg = arg;

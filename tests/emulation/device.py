@@ -25,11 +25,11 @@ def emulated_device(monkeypatch, fail_above=None, schedule="forward", block_orde
             def get_function(self, name):
                 kernel = super().get_function(name)
 
-                def launch(grid, block, args):
+                def launch(grid, block, args, shared_mem=0):
                     if fail_above is not None and name.startswith("rank_tile") and grid[0] > fail_above:
                         raise out_of_memory(f"emulator: {grid[0]} users do not fit")
                     launches.append((name, tuple(grid), tuple(block)))
-                    return kernel(grid, block, args)
+                    return kernel(grid, block, args, shared_mem=shared_mem)
                 return launch
         monkeypatch.setattr(cupy, "RawModule", Module)
         cupy.launches = launches

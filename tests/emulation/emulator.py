@@ -39,6 +39,7 @@ SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2}  # threads' resumption or
 BLOCK_ORDERS = {"forward": 0, "reverse": 1, "shuffle": 2}
 GUARD = 4096  # bytes of poison on each side of every array argument
 POISON = 0xCD
+MAX_DYNAMIC_SHARED = 232_448  # bytes of shared memory a block may opt in to (an H100's, in all)
 DTYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "u8": np.uint8, "b1": np.bool_, "i16": np.int16,
           "u16": np.uint16, "i32": np.int32, "u32": np.uint32, "i64": np.int64, "u64": np.uint64}
 CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i8": ctypes.c_int8, "u8": ctypes.c_uint8,
@@ -60,7 +61,8 @@ class BuildError(RuntimeError):
 class _Config(ctypes.Structure):  # cuda_host.h: gr_emu::Config
     _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("schedule", ctypes.c_int32),
                 ("block_order", ctypes.c_int32), ("seed", ctypes.c_uint64), ("poison", ctypes.c_int32),
-                ("stack_kib", ctypes.c_uint32), ("error", ctypes.c_char_p), ("error_size", ctypes.c_uint64)]
+                ("stack_kib", ctypes.c_uint32), ("shared_mem", ctypes.c_uint32), ("error", ctypes.c_char_p),
+                ("error_size", ctypes.c_uint64)]
 
 
 def compiler():
@@ -246,8 +248,9 @@ class RawKernel:
         if threads > limit or block[2] > 64 or grid[0] >= 2**31 or max(grid[1:]) > 65535:
             raise EmulationError(f"{self.name}: invalid launch configuration: grid {grid}, block {block} "
                                  f"(at most {limit} threads per block{' by __launch_bounds__' if self.bound else ''})")
-        if shared_mem:
-            raise EmulationError(f"{self.name}: dynamic shared memory is not emulated")
+        if not 0 <= shared_mem <= MAX_DYNAMIC_SHARED:  # (cuda_host.h: GR_DYNAMIC_SHARED)
+            raise EmulationError(f"{self.name}: invalid launch configuration: {shared_mem} bytes of dynamic shared "
+                                 f"memory (a block has at most {MAX_DYNAMIC_SHARED})")
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"{self.name}: args must be a tuple; got {type(args).__name__}")
         if len(args) != len(self.params):
@@ -260,7 +263,7 @@ class RawKernel:
             pointers = (ctypes.c_void_p * max(1, len(held)))(*[ctypes.addressof(h) for h in held])
             message = ctypes.create_string_buffer(1 << 16)
             config = _Config((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), SCHEDULES[opts[0]],
-                             BLOCK_ORDERS[opts[1]], opts[2], POISON, self.module.stack_kib,
+                             BLOCK_ORDERS[opts[1]], opts[2], POISON, self.module.stack_kib, shared_mem,
                              ctypes.cast(message, ctypes.c_char_p), len(message))
             with _launch_lock:
                 failed = self._launch(pointers, ctypes.byref(config))

@@ -610,7 +610,8 @@ class Problem:
         return [(grid, (256,), (np.ascontiguousarray(self.A[batch]), B, n_factors, bias, np.int64(self.n_items),
                                 np.int64(span), np.int64(nb), batch, self.train_indptr, self.train_indices, tests_begin,
                                 scores, keys, *outputs, *self.fused_bound(batch, tf32),
-                                np.uint64(self.seed), np.int32(self.noise)))], outputs
+                                np.uint64(self.seed), np.int32(self.noise)),
+                 {"shared_mem": _gpu.FUSED_STAGE_BYTES})], outputs
 
     def fused_topk_launches(self, batch, span, threshold, overflow=None):
         """The fused_topk launch of one batch (float32 factors), as _gpu.top_k makes it."""
@@ -645,9 +646,10 @@ class Problem:
 
 
 def fresh(launches, outputs):
-    """The launches again with new copies of their output arrays (each run starts from the same state)."""
+    """The launches again with new copies of their output arrays (each run starts from the same state). A launch is
+    (grid, block, args), or (grid, block, args, options) with the launch's own options (shared_mem)."""
     copies = {id(a): a.copy() for a in outputs}
-    return [(g, b, tuple(copies.get(id(x), x) for x in args)) for g, b, args in launches], \
+    return [(g, b, tuple(copies.get(id(x), x) for x in args), *own) for g, b, args, *own in launches], \
         tuple(copies[id(a)] for a in outputs)
 
 
@@ -662,11 +664,12 @@ def _as_the_model_reads(x):
 
 def run(kernel, launches, outputs, **options):
     launches, outputs = fresh(launches, outputs)
-    for grid, block, args in launches:
+    for grid, block, args, *own in launches:
+        own = own[0] if own else {}
         if options:
-            kernel(grid, block, args, **options)
+            kernel(grid, block, args, **own, **options)
         else:  # the model
-            kernel(grid, block, tuple(map(_as_the_model_reads, args)))
+            kernel(grid, block, tuple(map(_as_the_model_reads, args)), **own)
     return outputs
 
 
@@ -1532,42 +1535,40 @@ def test_rank_tile_pool_mutants_are_caught(real, mutant, tmp_path):
 
 
 FUSED_MUTANTS = {  # (file, old, new)
-    "a non-finite score placed nowhere by its cell": ("bands.cuh", "return isfinite(s) ? e : GR_CELL_SEARCH;",
-                                                      "return isfinite(s) ? e : GR_CELL_NOWHERE;"),
+    "a non-finite round placed by its cells": ("fused_rank_body.cuh", "if (isfinite(sum)) {", "if (true) {"),
     "missing barrier after a factor step": ("score_tile.cuh",
                                             "        if (more) store(buf ^ 1);\n        __syncthreads();",
                                             "        if (more) store(buf ^ 1);"),
     "missing barrier after a tile": ("fused_rank_body.cuh", "        __syncthreads();  // the next tile's",
                                      "        // the next tile's"),
-    "training items not masked": ("score_tile.cuh", "return gr_tile_in_span(*this, rho, j0, span_end) & ~trained;",
-                                  "return gr_tile_in_span(*this, rho, j0, span_end);"),  # (FmaTile's, the first)
-    "the second half's training items from the first's": ("score_tile.cuh", "[FUSED_ITEMS / 64 + word]", "[word]"),
+    "missing barrier after the stage": ("fused_rank_body.cuh", "        __syncthreads();\n        // Counted as",
+                                        "        // Counted as"),
+    "the stage's rows read FUSED_ITEMS apart": ("fused_rank_body.cuh", "stage + r * FUSED_PITCH + lane",
+                                                "stage + r * FUSED_ITEMS + lane"),
+    "training items not masked": ("fused_rank_body.cuh", "uint32_t pool = ~(train_bits[r]", "uint32_t pool = (0 & train_bits[r]"),
+    "a lane's training bits from another lane's nibble": ("fused_rank_body.cuh", "(4 * (lane & 7))", "(4 * (lane & 3))"),
     "the last factor left out": ("score_tile.cuh", "k < n - k0; ++k) multiply(k)", "k < n - k0 - 1; ++k) multiply(k)"),
-    "a tile's last item skipped": ("score_tile.cuh", "(uint32_t)(tile.col(rho, j) < span_end - j0)",
-                                   "(uint32_t)(tile.col(rho, j) + 1 < span_end - j0)"),
-    "half a row's pool statistics": ("fused_rank_body.cuh", "if (!(Tile::SHARE_MASK & off)) continue;",
-                                     "if (!(Tile::SHARE_MASK & off & 3)) continue;"),
+    "a tile's last item skipped": ("fused_rank_body.cuh", "(uint32_t)(lane + 32 * q >= tail)",
+                                   "(uint32_t)(lane + 32 * q + 1 >= tail)"),
+    "a row's extremes over half its lanes": ("common.cuh", "v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));",
+                                             "v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off & 15));"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
-    "shared counts never flushed": ("fused_rank_body.cuh", "if (const uint32_t n = gr_half_count(", "if (const uint32_t n = 0 * gr_half_count("),
-    "two rows' counts in the same half": ("fused_rank.cu", "return HalfCounts{words + word_of[r], r & 1 ? 1u << 16 : 1u};",
-                                          "return HalfCounts{words + word_of[r], 1u};"),
-    "a pair of rows given the smaller's words": ("fused_rank_body.cuh", "w += max(sh_first[r + 1] - sh_first[r],", "w += min(sh_first[r + 1] - sh_first[r],"),
-    "a high half read as the low": ("bands.cuh", "return (counts.words[c] / counts.one) & 0xFFFFu;",
-                                    "return counts.words[c] & 0xFFFFu;"),
-    "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "row_min[i] = fmin(row_min[i], mn);",
-                                                 "row_min[i] = mn;"),
-    "a row's maximum from its last tile alone": ("fused_rank_body.cuh", "row_max[i] = fmax(row_max[i], mx);",
-                                                 "row_max[i] = mx;"),
+    "shared counts never flushed": ("fused_rank_body.cuh", "if (const int32_t n = sh_cnt[i])", "if (const int32_t n = 0 * sh_cnt[i])"),
+    "a row's counts at the next row's": ("fused_rank_body.cuh", "in_shared ? sh_cnt + first :", "in_shared ? sh_cnt + sh_first[r + 1] :"),
+    "an item placed nowhere counted at the row's last place": ("fused_rank_body.cuh", ": &sh_nowhere, 1);",
+                                                               ": counts + m - 1, 1);"),
+    "a settled item counted at the block's first row": ("fused_rank.cu", "&words[t0 - tests_begin[b0] + c]", "&words[c]"),
+    "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "sh_min[r] = min(sh_min[r], lo);", "sh_min[r] = lo;"),
+    "a row's maximum from its last tile alone": ("fused_rank_body.cuh", "sh_max[r] = max(sh_max[r], hi);", "sh_max[r] = hi;"),
     "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                    "if (__all_sync(0xFFFFFFFFu, defer))"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
                                                 "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
-    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "if (e > GR_CELL_NOWHERE) search |= 1u << j;",
-                                                "if (e > GR_CELL_NOWHERE) search = 1u << j;"),
+    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
+                                                "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;"),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
-    "a non-finite score not flagged": ("fused_rank_body.cuh", "nonfinite_sum = gr_fmaf(s, 0.0f, nonfinite_sum);", ""),
-    "a row's non-finite flag on the wrong round": ("fused_rank_body.cuh", "bad |= (int)isnan(nonfinite_sum) << i;",
-                                                   "bad |= (int)isnan(nonfinite_sum) << (i ^ 1);"),
+    "a non-finite score not flagged": ("fused_rank_body.cuh", "[&](float v) { bad |= !isfinite(v); });", "[&](float) {});"),
+    "a row's non-finite flag on the next row": ("fused_rank_body.cuh", "sh_bad[r] |= any_bad;", "sh_bad[r ^ 1] |= any_bad;"),
 }
 
 
@@ -1765,11 +1766,11 @@ def test_topk_select_mutants_are_caught(real, file, old, new, tmp_path):
 def test_fused_rank_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=45, dtype=np.float32, n_users=130, n_items=1500, n_factors=11, integer=True, train_density=0.2,
                 test_density=0.008)  # 12 test items a user: a block's in shared memory
-    # Warp 3 counts rows 24-31 and 88-95; with no test items there it has no queue to settle and
+    # Warp 3 counts rows 3, 11, .., 123; with no test items there it has no queue to settle and
     # ends a tile well before the other warps, then writes the next tile's training bits of rows
-    # 96-127, which warp 7 reads last: the race that the barrier after a tile prevents shows
-    # (the emulator switches threads only at barriers and warp intrinsics).
-    p.test[list(range(24, 32)) + list(range(88, 96))] = False
+    # 96-127 and factors over the stage, which the others read later: the race that the barrier
+    # after a tile prevents shows (the emulator switches threads only at barriers and warp intrinsics).
+    p.test[np.arange(3, 130, 8)] = False
     p.with_a_nan_among_finite_scores()
     launches, outputs = p.fused_launches(np.arange(130, dtype=np.int64), 768)
     want = run(gpu_model.fused_rank, launches, outputs)
@@ -1814,7 +1815,7 @@ ITEM_BOUND_MUTANTS = {  # (file, old, new): the check of a deferred item against
     "an item's own bound far too tight (ties placed by rounding)": (
         "fused_rank_body.cuh", "const double own = fma(", "const double own = 0x1p-30 * fma("),
     "an item placed by its own bound counted from the other end (the check places items)": (
-        "fused_rank_body.cuh", "if (in_shared) gr_add_count(counts, c);", "if (in_shared) gr_add_count(counts, m - 1 - c);"),
+        "fused_rank_body.cuh", "if (c >= 0) add(c);", "if (c >= 0) add(m - 1 - c);"),
 }
 
 
@@ -1836,14 +1837,8 @@ TF32_MUTANTS = {  # (file, old, new): fused_rank_tf32's own code (score_tile.cuh
                                    "const int c = r0 + 8 * n;"),
     "the items' quads from the wrong part": ("score_tile.cuh", "lo = sm.b[1][8 * m + g][q];", "lo = sm.b[0][8 * m + g][q];"),
     "a lane's items eight apart the other way": ("score_tile.cuh", "+ 8 * j + g; }", "+ 8 * (j ^ 1) + g; }"),
-    "the training bits of a lane's items not gathered in a halfword": ("score_tile.cuh",
-                                                                       "return 16 * (c & 7) + (c >> 3); }", "return c; }"),
-    "a lane's halfword of the next lane's items": ("score_tile.cuh", "(HALVES * g + rho % HALVES)",
-                                                   "(HALVES * ((g + 1) & 7) + rho % HALVES)"),
     "a round's scores from the other row of its pair": ("score_tile.cuh", "[2 * (c & 1) + (k & 1)]",
                                                         "[2 * (c & 1) + (~k & 1)]"),
-    "a row's statistics mixed with the next row's": ("score_tile.cuh", "static constexpr int SHARE_MASK = 28;",
-                                                     "static constexpr int SHARE_MASK = 30;"),
     "a last step's factors past F loaded": ("score_tile.cuh", "a_row && k < n ? a_row[k] : 0.0f;\n            const float* "
                                             "item = s & 1 ? b_item8 : b_item;\n            rb[s] = item && kb < n ?",
                                             "a_row ? a_row[k] : 0.0f;\n            const float* item = s & 1 ? "
@@ -1931,7 +1926,12 @@ def fused_topk_case(no_candidates=False):
     return p.fused_topk_launches(batch.astype(np.int64), span, threshold, rng.random(batch.shape[0]) < 0.1)
 
 
-TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds of half a row, fused_topk_tf32's alone
+TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds and training bits, fused_topk_tf32's alone (fused_rank
+    # stages its tile's scores and counts them in its own order)
+    "the training bits of a lane's items not gathered in a byte": ("score_tile.cuh",
+                                                                   "return 16 * (c & 7) + (c >> 3); }", "return c; }"),
+    "a lane's byte of the next lane's items": ("score_tile.cuh", "(HALVES * g + rho % HALVES)",
+                                               "(HALVES * ((g + 1) & 7) + rho % HALVES)"),
     "a half-row round's items from the other half": ("score_tile.cuh", "return 64 * (rho % HALVES) +",
                                                      "return 64 * ((rho + 1) % HALVES) +"),
     "a half-row round's training bits from the other half": ("score_tile.cuh", "(HALVES * g + rho % HALVES)",
@@ -1942,14 +1942,12 @@ TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds of half a row, 
 
 
 @pytest.mark.parametrize("mutant", ["a lane's items eight apart the other way",
-                                    "the training bits of a lane's items not gathered in a halfword",
-                                    "a lane's halfword of the next lane's items",
                                     "a round's scores from the other row of its pair", "the rows' reads unswizzled",
                                     "the items' quads from the wrong part",
                                     *TOPK_TF32_MUTANTS])
 def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
     """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core
-    tile and TensorTileOf's layout, in rounds of 8 items where fused_rank_tf32's are of 16):
+    tile and TensorTileOf's layout, in rounds of 8 items; fused_rank_tf32 reads no round):
     TF32_MUTANTS' seeded bugs there that integer factors can show, and its own, give it other
     candidates than the model's (the kernel itself gives the model's)."""
     launches, outputs = fused_topk_case()

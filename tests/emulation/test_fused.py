@@ -92,33 +92,29 @@ def test_test_items_in_global_memory(monkeypatch):
     assert fused_grids(cupy)
 
 
-def block_words(n_test, order):
-    """Per row block of fused_rank, the shared-memory words its counts take when its rows are
-    n_test[order]: the sum over the pairs of rows 2p, 2p + 1 of the larger count."""
+def block_tests(n_test, order):
+    """Per row block of fused_rank, its test items when its rows are n_test[order]."""
     m = np.zeros(-(-len(order) // _gpu.FUSED_USERS) * _gpu.FUSED_USERS, dtype=np.int64)
     m[: len(order)] = np.asarray(n_test)[order]
-    return m.reshape(-1, _gpu.FUSED_USERS // 2, 2).max(axis=2).sum(axis=1)
+    return m.reshape(-1, _gpu.FUSED_USERS).sum(axis=1)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 127, 128, 129, 200, 256, 257, 300, 700, 1024])
 def test_fused_rows_balance_the_blocks(n):
     """fused_rows is a permutation; on skewed test counts (a few heavy users first, as in real
-    data) every block's words fit the shared counts where the given order's heaviest block
-    does not (700 rows), the full blocks' words are within one pair of each other, and the words
-    in all are never more than the given order's."""
+    data) every block's test items fit the shared counts where the given order's heaviest block
+    does not (700 rows), and the full blocks' within one row of each other."""
     rng = np.random.default_rng(n)
     n_test = rng.integers(5, 40, size=n)
     n_test[: max(1, n // 23)] = 100
     order = _gpu.fused_rows(n_test)
     assert sorted(order.tolist()) == list(range(n))
-    words = block_words(n_test, order)
+    tests = block_tests(n_test, order)
     full = n // _gpu.FUSED_USERS
     if full >= 2:
-        assert words[:full].max() - words[:full].min() <= 100 + 40  # a snake: within one pair of each other
+        assert tests[:full].max() - tests[:full].min() <= 100  # a snake: within one row of each other
     if n == 700:
-        limit = _gpu.FUSED_SHARED_TESTS // 2
-        assert block_words(n_test, np.arange(n)).max() > limit >= words.max()
-    assert words.sum() <= block_words(n_test, np.arange(n)).sum()  # adjacent sizes pair up
+        assert block_tests(n_test, np.arange(n)).max() > _gpu.FUSED_SHARED_TESTS >= tests.max()
 
 
 def test_fused_rows_reach_the_kernel(monkeypatch):
@@ -134,9 +130,9 @@ def test_fused_rows_reach_the_kernel(monkeypatch):
     X_train.eliminate_zeros()
     n_test = np.diff(X_test.indptr)
     users = np.flatnonzero(n_test)
-    words = block_words(n_test[users], _gpu.fused_rows(n_test[users])).max()
-    assert block_words(n_test[users], np.arange(len(users))).max() > words
-    monkeypatch.setattr(_gpu, "FUSED_SHARED_TESTS", 2 * int(words))  # the balanced blocks fit, the sorted do not
+    tests = block_tests(n_test[users], _gpu.fused_rows(n_test[users])).max()
+    assert block_tests(n_test[users], np.arange(len(users))).max() > tests
+    monkeypatch.setattr(_gpu, "FUSED_SHARED_TESTS", int(tests))  # the balanced blocks fit, the sorted do not
     launched = []
     inner = _gpu.kernel
 
@@ -144,7 +140,8 @@ def test_fused_rows_reach_the_kernel(monkeypatch):
         fn = inner(file, name)
         if name != "fused_rank_f32":
             return fn
-        return lambda grid, block, args: launched.append((args[7].copy(), args[10].copy())) or fn(grid, block, args)
+        return lambda grid, block, args, **launch: (launched.append((args[7].copy(), args[10].copy()))
+                                                    or fn(grid, block, args, **launch))
     monkeypatch.setattr(_gpu, "kernel", kernel)
     with emulated_device(monkeypatch, schedule="shuffle", block_order="shuffle", seed=2) as cupy:
         no_cublas(cupy, monkeypatch)
@@ -152,7 +149,7 @@ def test_fused_rows_reach_the_kernel(monkeypatch):
     (batch, tests_begin), = launched
     assert sorted(batch.tolist()) == users.tolist() and list(batch) != sorted(batch)
     np.testing.assert_array_equal(np.diff(tests_begin), n_test[batch])
-    assert block_words(np.diff(tests_begin), np.arange(len(batch))).max() == words
+    assert block_tests(np.diff(tests_begin), np.arange(len(batch))).max() == tests
 
 
 @pytest.mark.parametrize("ties", ["optimistic", "average"])
