@@ -296,6 +296,18 @@ __device__ __forceinline__ void gr_defer(int32_t* queue, int& queued, bool defer
     }
 }
 
+// The entries still queued, one per lane, with every lane of the warp calling settle (-1 where it has none, so that
+// settle may itself queue entries: gr_defer); the queue is empty after it.
+template <typename Settle>
+__device__ __forceinline__ void gr_flush(const int32_t* queue, int& queued, const Settle& settle) {
+    __syncwarp();
+    const int lane = threadIdx.x & 31;
+    const int32_t entry = lane < queued ? queue[lane] : -1;
+    __syncwarp();  // (settle may queue again)
+    queued = 0;
+    settle(entry);
+}
+
 // The entries still queued after the warp's last gr_defer, one per lane.
 template <typename Settle>
 __device__ __forceinline__ void gr_drain(const int32_t* queue, int queued, const Settle& settle) {

@@ -30,7 +30,7 @@
 
 // Test items of a block's users counted in shared memory, a word each (more: the block counts in global memory):
 // FUSED_SHARED_TESTS (a compile option: _gpu.py) where an SM holds two blocks of the counts' 15 KB and the stage (H100,
-// H200, B200, B300) or one (A100, Orin); half as many on the others (RTX 30, 40 and 50 series, A10, L4, L40: 99 KB a
+// H200, B200, B300) or one (A100, Orin); 40% of it on the others (RTX 30, 40 and 50 series, A10, L4, L40: 99 KB a
 // block). A word a count, so that the lanes of a warp that count at one place take one ATOMS.POPC.INC, as rank_tile's.
 #ifndef FUSED_SHARED_TESTS
 #define FUSED_SHARED_TESTS 3840
@@ -39,7 +39,7 @@
     __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
 #define FUSED_WORDS FUSED_SHARED_TESTS
 #else
-#define FUSED_WORDS (FUSED_SHARED_TESTS / 2)
+#define FUSED_WORDS (FUSED_SHARED_TESTS * 2 / 5)  // (what 99 KB a block leaves: 1,536)
 #endif
 #define FUSED_ITEM_BITS 24  // a queued item: row << 24 | its offset in the span (a span has under 2^16 items)
 

@@ -24,7 +24,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     __shared__ uint32_t sh_min[FUSED_USERS], sh_max[FUSED_USERS];  // row r's pool extremes so far (gr_float_key)
     __shared__ int32_t sh_bad[FUSED_USERS];  // row r: a pool score not finite
     __shared__ int32_t sh_nowhere;  // the count of the items placed nowhere (never read)
-    __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];
+    __shared__ int32_t warp_queue[FUSED_THREADS / 32][GR_QUEUE];  // items waiting for their defined score
+    __shared__ int32_t warp_search_queue[FUSED_THREADS / 32][GR_QUEUE];  // items waiting for the search
 
     // U: the batch's factors, row b for batch row b (user users[b]); block rows b0 .. b0 + n_rows - 1
     const int64_t b0 = (int64_t)blockIdx.x * FUSED_USERS;
@@ -79,6 +80,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     };
     int32_t* queue = warp_queue[warp];
     int queued = 0;  // the same in every lane of the warp
+    int32_t* search_queue = warp_search_queue[warp];
+    int searched = 0;  // (its length, as queued)
 
     // thread t loads the factors of row t >> 1 (both tiles' loaders; which items it loads is the tile's)
     const int lr = t >> 1;
@@ -98,87 +101,87 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         // items lane + 32 q (q < 4), placed by the row's cells. A non-pool item's score is NaN (fmin and fmax pass
         // over it, its cell is 0, which places it nowhere). A lane's round with a score that is not finite (rare:
         // the filter overflowed, for a pool item or not, or the round's sum did) has its pool items searched
-        // instead: gr_place defers a non-finite one, and the search flags it.
+        // instead: gr_place defers a non-finite one, and the search flags it. The items to search wait in the
+        // warp's queue (search_entry), which is emptied before the stage is overwritten.
         const int tail = (int)min((int64_t)FUSED_ITEMS, span_end - j0);  // the tile's items in the span
+        // A queued item (row << 8 | its item of the tile; -1: none, in a lane of a flush) placed by the search:
+        // every lane of the warp calls it. Its score is not finite (flagged), or inside a band (deferred: first
+        // against its own bound, p n_j + q from score_tolerance's item terms, n_j its norm, where that is below the
+        // row's; what that places, it counts as the defined score would, as it lies strictly between the same test
+        // items; the rest join the warp's queue for their defined score), or its cell holds a band's edge.
+        const auto search_entry = [&](int32_t entry) {
+            const bool real = entry >= 0;
+            const int r = real ? entry >> 8 : 0, j = entry & 255;
+            const int64_t first = sh_first[r];
+            const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);
+            int c = GR_NOWHERE;
+            if (real) {
+                const float v = stage[r * FUSED_PITCH + j];
+                if (!isfinite(v)) atomicOr(&sh_bad[r], 1);
+                c = gr_place(bands_of(r, first, m), m, top, sh_worst[r], v);
+                if (c == GR_DEFER && isfinite(v)) {
+                    const double own = fma(item_terms[b0 + r], item_norm[j0 + j], item_terms[nb + b0 + r]);
+                    if (own < tol[b0 + r]) {  // (NaN or inf terms: not a bound to use)
+                        const GlobalBands<float> mine{test_scores + tb0 + first, own};
+                        c = gr_place(mine, m, top, mine.low(m - 1), v);
+                    }
+                }
+                if (c >= 0 && in_shared) atomicAdd(&sh_cnt[first + c], 1);
+                else if (c >= 0) atomicAdd(&cnt[tb0 + first + c], 1);
+            }
+            gr_defer(queue, queued, c == GR_DEFER, (r << FUSED_ITEM_BITS) | (int32_t)(j0 + j - span_begin),
+                     settle_entry);
+        };
 #pragma unroll 1
         for (int r = warp; r < n_rows; r += FUSED_THREADS / 32) {  // the same in the whole warp
             const int64_t first = sh_first[r];
-            const int m = (int)(sh_first[r + 1] - first), top = gr_search_top(m);  // a user's: distinct items
             const float worst = sh_worst[r];
             const Cells<float> cells = gr_cells<float>(sh_cells[r], sh_scale[r], GR_CELLS);
-            int32_t* const counts = in_shared ? sh_cnt + first : cnt + tb0 + first;  // (the same in the whole block)
-            const auto add = [&](int c) { gr_add_count(counts, c); };  // an item counted at place c
             // bit q: item lane + 32 q is a pool item: not a training item (gr_round_bit), and in the span
             uint32_t pool = ~(train_bits[r][lane >> 3] >> (4 * (lane & 7))) & 0xFu;
             if (tail < FUSED_ITEMS)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) pool &= ~((uint32_t)(lane + 32 * q >= tail) << q);
             const float* row = stage + r * FUSED_PITCH + lane;
-            float s[4], p[4], sum = 0.0f;
+            float p[4], sum = 0.0f;
             float mn = (float)GR_INF, mx = -(float)GR_INF;
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                s[q] = row[32 * q];
-                p[q] = (pool >> q) & 1u ? s[q] : (float)GR_NAN;
+                const float s = row[32 * q];
+                p[q] = (pool >> q) & 1u ? s : (float)GR_NAN;
                 mn = fmin(mn, p[q]);
                 mx = fmax(mx, p[q]);
-                sum = q ? sum + s[q] : s[q];
+                sum = q ? sum + s : s;
             }
             uint32_t search = 0;  // bit q: item lane + 32 q's cell does not place it
             if (isfinite(sum)) {
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
-                    if (in_shared)  // no branch: an item placed nowhere counts in sh_nowhere
-                        atomicAdd(e < GR_CELL_NOWHERE ? counts + e : &sh_nowhere, 1);
+                    if (in_shared)  // (the same in the whole block) no branch: an item placed nowhere counts in sh_nowhere
+                        atomicAdd(e < GR_CELL_NOWHERE ? &sh_cnt[first + e] : &sh_nowhere, 1);
                     else if (e < GR_CELL_NOWHERE)
-                        gr_add_count(counts, e);
+                        atomicAdd(&cnt[tb0 + first + e], 1);
                     search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
                 }
             } else {
                 search = pool;
             }
-            const auto score = [&](int q) {  // s[q], with no local memory
-                float v = s[0];
-#pragma unroll
-                for (int k = 1; k < 4; ++k) v = q == k ? s[k] : v;
-                return v;
-            };
-            const GlobalBands<float> bands = bands_of(r, first, m);
-            int bad = 0;
-            // bit q: item lane + 32 q waits for its defined score
-            uint32_t defer = gr_search_round(
-                search, score, [&](float v) { return gr_place(bands, m, top, worst, v); }, add,
-                [&](float v) { bad |= !isfinite(v); });
-            // a deferred item against its own bound first: p n_j + q (score_tolerance's item terms,
-            // n_j its norm), where that is below the row's; what it places, it counts as the
-            // defined score would (it lies strictly between the same test items), without computing it
-            for (uint32_t pending = defer; pending; pending &= pending - 1u) {
-                const int q = __ffs((int)pending) - 1;
-                const float v = score(q);
-                const double own = fma(item_terms[b0 + r], item_norm[j0 + lane + 32 * q], item_terms[nb + b0 + r]);
-                if (!isfinite(v) || !(own < tol[b0 + r])) continue;  // (NaN or inf terms: not a bound to use)
-                const GlobalBands<float> mine{test_scores + tb0 + first, own};
-                const int c = gr_place(mine, m, top, mine.low(m - 1), v);
-                if (c == GR_DEFER) continue;
-                if (c >= 0) add(c);
-                defer &= ~(1u << q);
-            }
-            if (__any_sync(0xFFFFFFFFu, defer)) {  // rare: the round's deferred items join the warp's queue
+            // the items their cells do not place join the warp's search queue, searched 32 at a time: a warp runs the
+            // search once for 32 of them, where a lane's own searches ran it as often as the busiest lane had items
+            if (__any_sync(0xFFFFFFFFu, search)) {
 #pragma unroll 1
                 for (int q = 0; q < 4; ++q)
-                    gr_defer(queue, queued, (defer >> q) & 1u,
-                             (r << FUSED_ITEM_BITS) | (int32_t)(j0 + lane + 32 * q - span_begin), settle_entry);
+                    gr_defer(search_queue, searched, (search >> q) & 1u, r << 8 | (lane + 32 * q), search_entry);
             }
             // the row's pool statistics: this warp's alone (row r is always warp r % 8's)
             const uint32_t lo = gr_warp_min(gr_float_key(mn)), hi = gr_warp_max(gr_float_key(mx));
-            const int any_bad = __any_sync(0xFFFFFFFFu, bad);
             if (lane == 0) {
                 sh_min[r] = min(sh_min[r], lo);
                 sh_max[r] = max(sh_max[r], hi);
-                sh_bad[r] |= any_bad;
             }
         }
+        gr_flush(search_queue, searched, search_entry);  // before the next tile's factors overwrite the stage
         __syncthreads();  // the next tile's training bitmap and factors overwrite this one's
     }
     gr_drain(queue, queued, settle_entry);

@@ -1554,21 +1554,26 @@ FUSED_MUTANTS = {  # (file, old, new)
                                              "v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off & 15));"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
     "shared counts never flushed": ("fused_rank_body.cuh", "if (const int32_t n = sh_cnt[i])", "if (const int32_t n = 0 * sh_cnt[i])"),
-    "a row's counts at the next row's": ("fused_rank_body.cuh", "in_shared ? sh_cnt + first :", "in_shared ? sh_cnt + sh_first[r + 1] :"),
-    "an item placed nowhere counted at the row's last place": ("fused_rank_body.cuh", ": &sh_nowhere, 1);",
-                                                               ": counts + m - 1, 1);"),
+    "a row's counts at the next row's": ("fused_rank_body.cuh", "? &sh_cnt[first + e] :", "? &sh_cnt[sh_first[r + 1] + e] :"),
+    "an item placed nowhere counted at the row's first place": ("fused_rank_body.cuh", ": &sh_nowhere, 1);",
+                                                                ": &sh_cnt[first], 1);"),
     "a settled item counted at the block's first row": ("fused_rank.cu", "&words[t0 - tests_begin[b0] + c]", "&words[c]"),
     "a row's minimum from its last tile alone": ("fused_rank_body.cuh", "sh_min[r] = min(sh_min[r], lo);", "sh_min[r] = lo;"),
     "a row's maximum from its last tile alone": ("fused_rank_body.cuh", "sh_max[r] = max(sh_max[r], hi);", "sh_max[r] = hi;"),
-    "a row's deferred items queued only where every lane defers": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, defer))",
-                                                                   "if (__all_sync(0xFFFFFFFFu, defer))"),
+    "a row's searches queued only where every lane searches": ("fused_rank_body.cuh", "if (__any_sync(0xFFFFFFFFu, search))",
+                                                               "if (__all_sync(0xFFFFFFFFu, search))"),
+    "a searched item's deferral queued as its place": ("fused_rank_body.cuh", "gr_defer(queue, queued, c == GR_DEFER,",
+                                                       "gr_defer(queue, queued, c >= 0,"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
                                                 "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
     "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
                                                 "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;"),
-    "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)"),
-    "a non-finite score not flagged": ("fused_rank_body.cuh", "[&](float v) { bad |= !isfinite(v); });", "[&](float) {});"),
-    "a row's non-finite flag on the next row": ("fused_rank_body.cuh", "sh_bad[r] |= any_bad;", "sh_bad[r ^ 1] |= any_bad;"),
+    "the search queue's last item never searched at a tile's end": ("bands.cuh", "lane < queued ? queue[lane] : -1",
+                                                                     "lane + 1 < queued ? queue[lane] : -1"),
+    "a searched item's score from the next row": ("fused_rank_body.cuh", "const float v = stage[r * FUSED_PITCH + j];",
+                                                  "const float v = stage[(r ^ 1) * FUSED_PITCH + j];"),
+    "a non-finite score not flagged": ("fused_rank_body.cuh", "if (!isfinite(v)) atomicOr(&sh_bad[r], 1);", ""),
+    "a row's non-finite flag on the next row": ("fused_rank_body.cuh", "atomicOr(&sh_bad[r], 1)", "atomicOr(&sh_bad[r ^ 1], 1)"),
 }
 
 
@@ -1815,7 +1820,8 @@ ITEM_BOUND_MUTANTS = {  # (file, old, new): the check of a deferred item against
     "an item's own bound far too tight (ties placed by rounding)": (
         "fused_rank_body.cuh", "const double own = fma(", "const double own = 0x1p-30 * fma("),
     "an item placed by its own bound counted from the other end (the check places items)": (
-        "fused_rank_body.cuh", "if (c >= 0) add(c);", "if (c >= 0) add(m - 1 - c);"),
+        "fused_rank_body.cuh", "c = gr_place(mine, m, top, mine.low(m - 1), v);",
+        "c = gr_place(mine, m, top, mine.low(m - 1), v); c = c >= 0 ? m - 1 - c : c;"),
 }
 
 
