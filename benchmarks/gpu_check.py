@@ -134,8 +134,7 @@ MAX_SECONDS = {"build": 150, "determinism": 120, "gpu_tests": 180, "gpu_tests_fu
 NCU_KERNELS = ("rank_tile_f32", "fused_rank_f32", "fused_rank_tf32")  # bench_gpu runs the fused kernel in its fused timing
 # what the speed log's predictions rest on: speed of light, stall reasons, occupancy, the issued
 # instruction mix, and the shared-memory table (wavefronts and bank conflicts of loads, stores and
-# atomics: rank_tile's counts are ATOMS.POPC.INC, fused_rank's ATOMS.ADD with lanes on one word,
-# bench_bands.py); only those this ncu lists are asked for, so that a missing one cannot fail the step
+# atomics: the rank kernels' counts are ATOMS.POPC.INC, bench_bands.py); only those this ncu lists are asked for, so that a missing one cannot fail the step
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "Occupancy", "LaunchStats", "InstructionStats",
                 "MemoryWorkloadAnalysis_Tables")
 
