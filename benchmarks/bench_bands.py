@@ -154,15 +154,18 @@ def warp_searches(flags, round_items):
     items a lane (as rank_tile does: consecutive items, lane + 32 q): searched in turn
     (kernels before change 25), a warp runs the search at a slot where any lane's item
     searches (the other lanes wait); searched after the round (gr_search_round), as many times
-    as its busiest lane has items to search."""
-    inline = after = slots = 0
+    as its busiest lane has items to search; queued (fused_rank, change 47), 32 items a run (one
+    a lane), the queue emptied after every 2,048 items (a warp's 16 rows of a 128-item tile)."""
+    inline = after = queued = slots = 0
     for searched in flags:
         n = searched.size // (32 * round_items) * 32 * round_items
         rounds = searched[:n].reshape(-1, round_items, 32)  # round, slot, lane
         inline += int(rounds.any(axis=2).sum())
         after += int(rounds.sum(axis=1).max(axis=1).sum())
         slots += rounds.shape[0] * round_items
-    return dict(inline=inline / slots, after_the_round=after / slots)
+        tiles = np.add.reduceat(searched[:n].astype(np.int64), np.arange(0, n, 2048))
+        queued += int((-(-tiles // 32)).sum())
+    return dict(inline=inline / slots, after_the_round=after / slots, queued=queued / slots)
 
 
 def warp_steps(flags, steps, round_items=4):
@@ -268,11 +271,13 @@ def main(argv=None):
     lines += [f"| {name} | {100 * share:.2f}% |" for name, share in placed.items()]
     lines += ["", "How often a warp runs the search (FP32, norms), per item slot of its 32 lanes: searched in turn, "
               "at every slot where any lane's item searches; searched after the lane's round (gr_search_round, "
-              "change 25), as often as the busiest lane has items to search. rank_tile: rounds of 4; fused_rank: "
-              "rounds of 8.", "",
-              "| cells, round | items searched | searches a slot, in turn | after the round |", "|---|---:|---:|---:|"]
-    lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} |"
-              for name, w in warp.items()]
+              "change 25), as often as the busiest lane has items to search; queued, 32 a run, one a lane (fused_rank "
+              "since change 47: its rounds of 4 items a lane, a queue a warp, emptied after every 2,048 items). "
+              "rank_tile: rounds of 4; fused_rank before change 47: rounds of 8.", "",
+              "| cells, round | items searched | searches a slot, in turn | after the round | queued |",
+              "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {100 * w['searched']:.2f}% | {w['inline']:.3f} | {w['after_the_round']:.3f} | "
+              f"{w['queued']:.3f} |" for name, w in warp.items()]
     lines += ["", "rank_tile's searches with steps (change 44; FP32, norms; rounds of 4): a cell that holds an edge but "
               "at most one low edge places its items by gr_step (two compares; about 50 instructions an iteration on "
               "sm_90, the cell's entry read again) where gr_place searched (about 50 + 8 a bisection step: 82 at 10 "
@@ -287,8 +292,9 @@ def main(argv=None):
     lines += ["", "Lanes of a warp's shared-memory count on one word (FP32, norms; the places a cell answers, 128 "
               "cells): the mean over the counting atomics of the most lanes on one word (1: none share), random users "
               "standing for a block's rows. A plain ATOMS.ADD serves such lanes one after another: fused_rank's "
-              "counts (an add of 1 or 2^16, the row's half of the word). rank_tile's (an add of 1, its result unused) "
-              "compile to ATOMS.POPC.INC, an increment by the number of lanes on the word.", "",
+              "counts before change 47 (an add of 1 or 2^16, the row's half of the word). rank_tile's, and fused_rank's "
+              "since (a warp a row, as rank_tile's first layout: an add of 1, its result unused) compile to "
+              "ATOMS.POPC.INC, an increment by the number of lanes on the word.", "",
               "| layout | lanes on one word |", "|---|---:|"]
     lines += [f"| {name} | {depth:.2f} |" for name, depth in conflicts.items()]
     print("\n".join(lines))
