@@ -22,7 +22,7 @@
 //
 // Two kernels share this counting (fused_rank_body.cuh, included once for each): fused_rank_f32
 // scores with float32 FMA chains (FmaTile), fused_rank_tf32, TF32 mode, on tensor cores
-// (TensorTileOf<8>: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
+// (TensorTile: score_tile.cuh gr_score_tile_tf32, within score_tolerance's "fused" bound).
 //
 // Ranks, as in rank_tile: the test items are pool items too, counted at their own place.
 #include "bands.cuh"
@@ -83,7 +83,7 @@ __device__ GR_NOINLINE void settle(int32_t entry, int64_t b0, int64_t span_begin
 
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 #define GR_FUSED_KERNEL fused_rank_tf32
-#define GR_FUSED_TILE TensorTileOf<8>
+#define GR_FUSED_TILE TensorTile
 #include "fused_rank_body.cuh"
 #undef GR_FUSED_KERNEL
 #undef GR_FUSED_TILE

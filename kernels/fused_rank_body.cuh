@@ -1,5 +1,5 @@
 // The body of fused_rank.cu's kernels, included there once for each: the kernel GR_FUSED_KERNEL
-// whose tile is scored as GR_FUSED_TILE says (FmaTile, TensorTileOf<8>). A kernel, not a function the
+// whose tile is scored as GR_FUSED_TILE says (FmaTile, TensorTile). A kernel, not a function the
 // kernels call: inlined into them, the body spilled registers that as a kernel it does not.
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
     const float* __restrict__ U, const float* __restrict__ B, int64_t n_factors, const double* __restrict__ bias,

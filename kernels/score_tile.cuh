@@ -306,7 +306,7 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
     static __device__ __forceinline__ int bit(int c) { return c; }  // the items' order
     // bit j: item col(rho, j) of the tile at j0 is in the pool of the row whose training bits are
     // `bits` (gr_tile_prepare): before span_end and not a training item. Items 4 tx .. 4 tx + 3
-    // and 64 + 4 tx .. 64 + 4 tx + 3 (a byte layout of the bits, as TensorTileOf's, measured a
+    // and 64 + 4 tx .. 64 + 4 tx + 3 (a byte layout of the bits, as TensorTile's, measured a
     // longer factor loop in fused_topk_f32: register allocation)
     __device__ __forceinline__ uint32_t pool(const uint32_t* bits, int rho, int64_t j0, int64_t span_end) const {
         const int bit = (4 * tx) & 31, word = (4 * tx) >> 5;
@@ -330,28 +330,22 @@ struct FmaTile {  // float32 FMA chains (gr_score_tile): thread (ty, tx) = (t >>
 };
 
 // TF32 mode (gr_score_tile_tf32): lane 4 g + q of warp w holds rows r0 + 8 (k >> 1) + (k & 1)
-// (k < 4, r0 = 16 w + 2 q) and their items 8 j + g (j < 16) of the tile. Its rounds: ITEMS = 16,
-// a row's 16 items a round, or ITEMS = 8, half of them (fused_topk_tf32 and fused_rank_tf32: fused_topk_tf32's
-// factor loop compiles shorter so), round rho: row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
-template <int ITEMS> struct GrTileBits;  // a round's training bits: a byte of 8 items, a halfword of 16
-template <> struct GrTileBits<8> { using type = uint8_t; };
-template <> struct GrTileBits<16> { using type = uint16_t; };
-
-template <int ITEMS_>
-struct TensorTileOf {
+// (k < 4, r0 = 16 w + 2 q) and their items 8 j + g (j < 16) of the tile, in rounds of half a row's
+// items (fused_topk_tf32's factor loop compiles shorter so than with a row's 16 a round): round rho,
+// row k = rho >> 1, items 64 (rho & 1) + 8 j + g.
+struct TensorTile {
     using Factors = TileFactorsTF32;
-    static constexpr int ITEMS = ITEMS_, ROUNDS = 64 / ITEMS, HALVES = 16 / ITEMS;  // HALVES: rounds a row
-    static_assert(ITEMS == 8 || ITEMS == 16, "a round: half a row's items, or all 16");
-    using Bits = typename GrTileBits<ITEMS>::type;
+    static constexpr int ITEMS = 8, ROUNDS = 8, HALVES = 2;  // HALVES: rounds a row
+    using Bits = uint8_t;  // a round's training bits
     int r0, g;
-    __device__ __forceinline__ explicit TensorTileOf(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
+    __device__ __forceinline__ explicit TensorTile(int t) : r0(16 * (t >> 5) + 2 * (t & 3)), g((t & 31) >> 2) {}
     __device__ __forceinline__ int row(int rho) const {
         const int k = rho / HALVES;
         return r0 + 8 * (k >> 1) + (k & 1);
     }
     __device__ __forceinline__ int col(int rho, int j) const { return 64 * (rho % HALVES) + 8 * j + g; }
     // the tile's item c = 8 j + g (j < 16, g < 8), lane g's item j: bit j of halfword g (its
-    // rounds of 8: byte 2 g + rho % 2)
+    // rounds: byte 2 g + rho % 2)
     static __device__ __forceinline__ int bit(int c) { return 16 * (c & 7) + (c >> 3); }
     // bit j: item col(rho, j) of the tile at j0 is in the pool (as FmaTile's): the round's ITEMS
     // bits, from bit ITEMS k of the words on (k = HALVES g + rho % HALVES; little-endian: bytes

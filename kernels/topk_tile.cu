@@ -277,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(TOPK_SELECT_THREADS) topk_select(
 // Top-K candidates fused with the scoring, for float32 factor models: topk_tile's buffers
 // filled from filter scores computed in registers (score_tile.cuh, as fused_rank.cu does), so
 // that no score tile is written or read; fused_topk_f32 scores by float32 FMA chains (FmaTile),
-// fused_topk_tf32, TF32 mode, on tensor cores (TensorTileOf<8>: rounds of 8 items). Each batch row r comes with
+// fused_topk_tf32, TF32 mode, on tensor cores (TensorTile: rounds of 8 items). Each batch row r comes with
 // threshold[r], a float at or below tau - 2 tol, where tau is the r-th largest filter score of
 // a sample of the items (topk_tile and topk_finish) and tol the larger of the two filters'
 // bounds (whether that reaches every top-K item, the host tells afterwards: _gpu.top_k). Every
@@ -385,6 +385,6 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(GR
 
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_tf32(GR_FUSED_TOPK_ARGS) {
-    fused_topk<TensorTileOf<8>>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
+    fused_topk<TensorTile>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
                            cand_scores, cand_items, count, overflow);
 }

@@ -60,6 +60,7 @@ TOPK_TF32_FUSED = True
 TF32_TILES_MIN_FACTORS = 128
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of workspace: score tiles, test items, candidates
 _modules = {}
+_fused_rank_fits = {}  # device id: fused_rank_fits()
 
 
 def kernels_dir():
@@ -96,6 +97,19 @@ def kernel(file, name):
     return _modules[key].get_function(name)
 
 
+def fused_rank_fits():
+    """Whether a block of fused_rank fits the device's shared memory: its static memory and the stage (dynamic,
+    FUSED_STAGE_BYTES), which a block must opt in to past 48 KB. An H100 or H200 (227 KB a block), an A100 (163 KB)
+    and the RTX 30, 40 and 50 series (99 KB) hold it; a T4 (64 KB) or a V100 (96 KB) does not, and rank_users takes
+    the tiles there. (A device that does not say, as the NumPy model: it fits.)"""
+    device = _backend.cupy().cuda.Device()
+    if device.id not in _fused_rank_fits:
+        limit = getattr(device, "attributes", {}).get("MaxSharedMemoryPerBlockOptin")
+        static = getattr(kernel("fused_rank", "fused_rank_f32"), "shared_size_bytes", 0)
+        _fused_rank_fits[device.id] = limit is None or static + FUSED_STAGE_BYTES <= limit
+    return _fused_rank_fits[device.id]
+
+
 def tensor_cores():
     """Whether the device has TF32 tensor cores (sm_80 on): fused_rank_tf32's and
     fused_topk_tf32's mma.sync. Before it, TF32 mode with FUSED takes fused_rank_f32 and
@@ -126,6 +140,7 @@ class FactorScores:
     def __init__(self, A, B, biases, tf32=False, top_k=False):
         cp = _backend.cupy()
         self.biases = biases
+        self.top_k = top_k
         self.fused_top_k = top_k and bool(tf32) and TOPK_TF32_FUSED
         self.A, self.B = A, B
         self.n_factors = 0 if B is None else B.shape[1]
@@ -220,9 +235,9 @@ class FactorScores:
 
     def fused(self):
         """Whether rank_users and top_k score in their fused kernels (FUSED, or top_k in TF32 mode by
-        TOPK_TF32_FUSED; float32 factors)."""
-        return ((FUSED or self.fused_top_k) and not self.given and self.dtype == np.float32
-                and 0 < self.n_factors < FUSED_MAX_FACTORS)
+        TOPK_TF32_FUSED; float32 factors; rank_users where a block of fused_rank fits the device)."""
+        return ((FUSED and (self.top_k or fused_rank_fits()) or self.fused_top_k) and not self.given
+                and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS)
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""
@@ -566,7 +581,7 @@ def fused_rows(n_test):
     """An order of a batch's rows for fused_rank, from each row's number of test items: a
     permutation of range(len(n_test)) whose blocks of FUSED_USERS rows hold about equal numbers
     of test items, so that more blocks count in shared memory (a block's test items at most
-    FUSED_SHARED_TESTS; half as many on a GPU of less shared memory: kernels/fused_rank.cu). The
+    FUSED_SHARED_TESTS; fewer on a GPU of less shared memory: kernels/fused_rank.cu). The
     rows by decreasing number go to the blocks in turn, forward then backward (a snake), each to
     the block's next row, the last block (which may have fewer rows) left out once it is full.
     Any order gives the same numbers: every output goes back per user and entry."""

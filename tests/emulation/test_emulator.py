@@ -1405,7 +1405,7 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a round's deferred items queued only where every lane defers": ("rank_tile.cu", "if (__any_sync(0xFFFFFFFFu, defer))",
                                                                      "if (__all_sync(0xFFFFFFFFu, defer))", 1),
     "a neighbour's training bits": ("rank_tile.cu", ">> (4 * (lane & 7))) & 0xFu;", ">> (4 * ((lane ^ 1) & 7))) & 0xFu;", 1),
-    "a round's training bits item-major": ("rank_tile.cu", "return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3);",
+    "a round's training bits item-major": ("bands.cuh", "return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3);",
                                            "return j;", 1),
     "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
                                                   "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;", 1),
@@ -1932,7 +1932,7 @@ def fused_topk_case(no_candidates=False):
     return p.fused_topk_launches(batch.astype(np.int64), span, threshold, rng.random(batch.shape[0]) < 0.1)
 
 
-TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds and training bits, fused_topk_tf32's alone (fused_rank
+TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTile's rounds and training bits, fused_topk_tf32's alone (fused_rank
     # stages its tile's scores and counts them in its own order)
     "the training bits of a lane's items not gathered in a byte": ("score_tile.cuh",
                                                                    "return 16 * (c & 7) + (c >> 3); }", "return c; }"),
@@ -1953,7 +1953,7 @@ TOPK_TF32_MUTANTS = {  # (file, old, new): TensorTileOf's rounds and training bi
                                     *TOPK_TF32_MUTANTS])
 def test_fused_topk_tf32_mutants_are_caught(real, mutant, tmp_path):
     """fused_topk_tf32 scores its tile as fused_rank_tf32 does (score_tile.cuh: the tensor-core
-    tile and TensorTileOf's layout, in rounds of 8 items; fused_rank_tf32 reads no round):
+    tile and TensorTile's layout, in rounds of 8 items; fused_rank_tf32 reads no round):
     TF32_MUTANTS' seeded bugs there that integer factors can show, and its own, give it other
     candidates than the model's (the kernel itself gives the model's)."""
     launches, outputs = fused_topk_case()

@@ -208,7 +208,8 @@ def test_tf32_mode_takes_the_fused_kernels(monkeypatch):
 
 def test_tf32_mode_before_tensor_cores_takes_the_fp32_kernel(monkeypatch):
     """A device before sm_80 has no TF32 mma.sync: TF32 mode with FUSED counts in fused_rank_f32
-    and selects in fused_topk_f32."""
+    (where a block of it fits: the model's device does not say how much shared memory it has; a T4's
+    or V100's would not hold one, the test below) and selects in fused_topk_f32."""
     X_train, X_test, A, B, bias = problem(9, n_factors=5)
     with emulated_device(monkeypatch) as cupy:
         monkeypatch.setattr(cupy.cuda.Device, "compute_capability", "75")
@@ -216,6 +217,23 @@ def test_tf32_mode_before_tensor_cores_takes_the_fp32_kernel(monkeypatch):
         _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias, tf32=True)
     names = {name for name, _, _ in cupy.launches}
     assert names >= {"fused_rank_f32", "fused_topk_f32"} and not names & {"fused_rank_tf32", "fused_topk_tf32"}
+
+
+@pytest.mark.parametrize("limit", [_gpu.FUSED_STAGE_BYTES - 1, _gpu.FUSED_STAGE_BYTES])
+def test_fused_rank_only_where_its_block_fits(monkeypatch, limit):
+    """A block of fused_rank needs its static shared memory (none under the emulator) and the stage,
+    FUSED_STAGE_BYTES, which it opts in to: on a device whose blocks may have less
+    (MaxSharedMemoryPerBlockOptin: a T4's 64 KB, a V100's 96 KB), rank_users takes the tiles, and
+    top_k still selects in fused_topk (19 KB); the CPU's numbers either way."""
+    X_train, X_test, A, B, bias = problem(9, n_factors=5)
+    with emulated_device(monkeypatch) as cupy:
+        monkeypatch.setattr(cupy.cuda.Device, "attributes", {"MaxSharedMemoryPerBlockOptin": limit}, raising=False)
+        assert_identical(*cpu_and_gpu(X_train, X_test, A, B, k=5, item_biases=bias))
+        _both_top_k(A, B, k=7, X_train=X_train, item_biases=bias)
+    names = {name for name, _, _ in cupy.launches}
+    fits = limit >= _gpu.FUSED_STAGE_BYTES
+    assert ("fused_rank_f32" in names) == fits and ("rank_tile_f32" in names) == (not fits)
+    assert "fused_topk_f32" in names
 
 
 @pytest.mark.parametrize("case", ["normal-biases", "ties-noise", "f17-ties"])

@@ -1,5 +1,5 @@
-"""The fused kernels' score tiles (kernels/score_tile.cuh: FmaTile, TensorTileOf<16> of
-fused_rank_tf32, TensorTileOf<8> of fused_topk_tf32) read back score by score: a probe kernel
+"""The fused kernels' score tiles (kernels/score_tile.cuh: FmaTile, and TensorTile of
+fused_rank_tf32 and fused_topk_tf32) read back score by score: a probe kernel
 scores tiles as the fused kernels do and writes each of a thread's scores where its tile says
 they belong (row(rho), col(rho, j)). Under the emulator in CI, and on a GPU where one is lent
 (marked gpu), where it is the direct check of what only a GPU can tell: that the tensor cores'
@@ -51,12 +51,10 @@ __device__ void probe(const float* A, int64_t n_rows, const float* B, int64_t n_
         probe<TILE>(A, n_rows, B, n_items, n_factors, bias, out);                                              \
     }
 PROBE_KERNEL(probe_fma, FmaTile)
-PROBE_KERNEL(probe_tensor16, TensorTileOf<16>)
-PROBE_KERNEL(probe_tensor8, TensorTileOf<8>)
+PROBE_KERNEL(probe_tensor, TensorTile)
 """
 
-TILES = {"probe_fma": "fused_rank_f32, fused_topk_f32", "probe_tensor16": "fused_rank_tf32",
-         "probe_tensor8": "fused_topk_tf32"}
+TILES = {"probe_fma": "fused_rank_f32, fused_topk_f32", "probe_tensor": "fused_rank_tf32, fused_topk_tf32"}
 NAMES = list(TILES)
 BACKENDS = [pytest.param("emulated", marks=pytest.mark.skipif(not have_compiler(), reason="no C++ compiler (g++)")),
             pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(GPU_MISSING is not None,
@@ -233,12 +231,12 @@ def test_the_fma_tile_is_the_float32_fma_chain_bit_for_bit(probe, rng):
 
 
 PROBE_MUTANTS = {  # (probe, file, old, new, the check that must fail)
-    "a tensor tile's item index": ("probe_tensor16", "score_tile.cuh",
+    "a tensor tile's item index": ("probe_tensor", "score_tile.cuh",
                                    "const int k = rho / HALVES, c = 8 * (rho % HALVES) + j;",
                                    "const int k = rho / HALVES, c = (8 * (rho % HALVES) + j) ^ 1;", "layout"),
     "an FMA tile's item": ("probe_fma", "score_tile.cuh", "+ 4 * tx + (j & 3); }", "+ 4 * tx + ((j + 1) & 3); }",
                            "layout"),
-    "the correction not added": ("probe_tensor8", "score_tile.cuh",
+    "the correction not added": ("probe_tensor", "score_tile.cuh",
                                  "acc[m][n][i] = __fadd_rn(acc[m][n][i], correction[i]);",
                                  "acc[m][n][i] = acc[m][n][i];", "bound"),
     "the chain rounded twice a step": ("probe_fma", "common.cuh", "return fmaf(a, b, c);", "return a * b + c;",
@@ -250,7 +248,7 @@ PROBE_MUTANTS = {  # (probe, file, old, new, the check that must fail)
 @pytest.mark.parametrize("mutant", PROBE_MUTANTS)
 def test_the_probes_catch_seeded_bugs(tmp_path, rng, mutant):
     """Each check above fails on a tile that is wrong in its way: a score where the tile says
-    another is (TensorTileOf's acc index, FmaTile's col), the TF32 correction left out (only
+    another is (TensorTile's acc index, FmaTile's col), the TF32 correction left out (only
     the bound shows it: integer factors have none), the chain rounded twice a step."""
     name, file, old, new, which = PROBE_MUTANTS[mutant]
     probe = Probe("emulated", include=mutated_kernels(tmp_path, file, old, new))
