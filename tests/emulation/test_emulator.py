@@ -1035,6 +1035,44 @@ def test_fused_rank_equals_the_model(real, case, tf32):
             np.testing.assert_array_equal(pool(*got[1:])[0], pool(*want[1:])[0], err_msg=f"{case}, {schedule}: bad")
 
 
+SMALL_FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS, NaN): blocks of fewer rows than warps, short tails
+    "few-rows-tiny-tail": (dict(seed=71, n_users=5, n_items=1541, n_factors=7, noise=True, test_density=0.05),
+                           np.arange(5), 512, 3840, "among"),
+    "few-rows-global": (dict(seed=72, n_users=6, n_items=1541, n_factors=7, integer=True, noise=True,
+                             test_density=0.05), np.arange(6), 512, 8, "among"),
+    "nan-rounds": (dict(seed=73, n_users=12, n_items=700, n_factors=3, integer=True, test_density=0.03),
+                   np.arange(12), 256, 3840, "each"),
+    "nan-rounds-global": (dict(seed=74, n_users=12, n_items=700, n_factors=3, integer=True, test_density=0.03),
+                          np.arange(12), 256, 8, "each"),
+    "one-row": (dict(seed=75, n_users=3, n_items=1000, n_factors=4, integer=True, test_density=0.3),
+                np.array([0]), 1024, 3840, "among"),
+}
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+@pytest.mark.parametrize("case", SMALL_FUSED_CASES)
+def test_small_fused_blocks_equal_the_model(case, tf32):
+    """fused_rank's blocks of 1 to 12 rows (warps with no row, whose search queues are flushed empty), a
+    last span of 5 items, a NaN at each position of a lane's round of 4 items, with the counts in shared
+    or in global memory: the model's numbers under three schedules (cases from a review of change 47)."""
+    kw, batch, span, shared_tests, nan = SMALL_FUSED_CASES[case]
+    p = Problem(dtype=np.float32, **kw)
+    if nan == "each":
+        p.with_a_nan_at_each_round_position()
+    else:
+        p.with_a_nan_among_finite_scores()
+    launches, outputs = p.fused_launches(batch.astype(np.int64), span, tf32)
+    want = run(gpu_model.fused_rank, launches, outputs)
+    kernel = module("fused_rank", shared_tests=shared_tests).get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}")
+    for schedule, block_order, seed in SCHEDULES:
+        got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
+        if kw.get("integer"):
+            assert_same(got, want, f"{case}, {schedule}")
+        else:
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"{case}, {schedule}: counts")
+            np.testing.assert_array_equal(pool(*got[1:])[0], pool(*want[1:])[0], err_msg=f"{case}, {schedule}: bad")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_pair_scores_equal_the_model(real, dtype, with_bias):
