@@ -550,5 +550,6 @@ def model_device(monkeypatch, fail_above=None):
     cupy.gemm_tf32 = gemm_tf32  # a test may replace it
     monkeypatch.setattr(_backend, "gemm_tf32", lambda *args, **kw: cupy.gemm_tf32(*args, **kw))
     monkeypatch.setattr(_gpu, "_modules", {})
-    monkeypatch.setattr(_gpu, "_fused_rank_fits", {}, raising=False)  # (absent at bench_commits.py's older commits)
+    if hasattr(_gpu, "_fused_rank_fits"):  # (absent at bench_commits.py's older commits)
+        monkeypatch.setattr(_gpu, "_fused_rank_fits", {})
     yield cupy

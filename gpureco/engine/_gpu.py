@@ -37,7 +37,8 @@ FUSED_SHARED_TESTS = 3840  # test items of a block's users counted in shared mem
 # FUSED_ITEMS + 4 floats (kernels/fused_rank.cu FUSED_PITCH)
 FUSED_STAGE_BYTES = FUSED_USERS * (FUSED_ITEMS + 4) * 4
 # fused_rank's grid: about FUSED_BLOCKS blocks (15 waves of an H100's 264); a block's items at most FUSED_MAX_SPAN
-# (+ FUSED_ITEMS from the rounding), below 2^16: a test item's count in a block fits its 16 bits
+# (+ FUSED_ITEMS from the rounding), below 2^16 (set when a block's counts were 16 bits; a queued item's offset in
+# its span now has 24)
 FUSED_BLOCKS, FUSED_MAX_SPAN = 4096, (1 << 16) - 2 * FUSED_ITEMS
 # the fused tiles index a row's factors in 32 bits (score_tile.cuh): fewer factors than this (a float32
 # model of more is refused by score_tolerance anyway: its bound is infinite)
@@ -236,8 +237,8 @@ class FactorScores:
     def fused(self):
         """Whether rank_users and top_k score in their fused kernels (FUSED, or top_k in TF32 mode by
         TOPK_TF32_FUSED; float32 factors; rank_users where a block of fused_rank fits the device)."""
-        return ((FUSED and (self.top_k or fused_rank_fits()) or self.fused_top_k) and not self.given
-                and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS)
+        return (not self.given and self.dtype == np.float32 and 0 < self.n_factors < FUSED_MAX_FACTORS
+                and (FUSED and (self.top_k or fused_rank_fits()) or self.fused_top_k))
 
     def launch_args(self):
         """A, B, n_factors, bias arguments of the kernels."""
