@@ -16,7 +16,7 @@ so it is measured here on the CPU, for each bound gpureco has used:
 
 Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
 each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
-in the user's table (gr_place_cell: 128 cells from the worst band's low edge to the best
+in the user's table (gr_cell_round: 128 cells from the worst band's low edge to the best
 band's high edge), by the search (a cell holding a band's edge), or inside a band (the
 defined score). The filter score is modelled as the exact score rounded to float32.
 
@@ -77,7 +77,7 @@ def float_bands(t, tol):
 
 def placements(A, B, X_train, X_test, users, tol, cells=128, steps=None):
     """Mean shares of pool items below the worst band, placed by a cell, by the search, and
-    inside a band, as bands.cuh's gr_place_cell places float32 filter scores; and the
+    inside a band, as bands.cuh's gr_cell_round places float32 filter scores; and the
     searched flags of each user's pool items, in item order (for warp_searches). With a list
     `steps`, each user's flags of the searched items that rank_tile's table places by one step
     (gr_cell_entry with steps: a cell of at most one low edge, not the worst band's nor the

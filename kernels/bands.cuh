@@ -214,19 +214,37 @@ __device__ __forceinline__ int gr_step(const Bands& bands, int p, T s) {
     return bands.high(c) < s ? c : GR_DEFER;
 }
 
-// gr_place, its answer read from the user's cells: the score's entry, a place (below
-// GR_CELL_NOWHERE), GR_CELL_NOWHERE, or one above it (GR_CELL_DEFER, GR_CELL_SEARCH) where
-// gr_place must decide: the score's cell holds a band's edge, or lies inside a band, or the score
-// is not finite (the last two rare, and gr_place defers them, or places a non-finite score
-// nowhere for a user of no test item). No branch: the cell is read for every score (gr_cell's
-// clamps keep any score in the table, NaN in its first cell) and the answer chosen by a select,
-// so that a warp's lanes never part ways here; the callers test the entry against GR_CELL_NOWHERE.
-// (fused_rank's; rank_tile reads the entry of a score's cell itself, a non-pool item's score made
-// NaN, and searches a lane's round whose scores are not all finite.)
-template <typename T>
-__device__ __forceinline__ int gr_place_cell(const Cells<T>& cells, T worst, T s) {
-    const int e = cells.entry[gr_cell(s, worst, cells.scale, cells.last)];
-    return isfinite(s) ? e : GR_CELL_SEARCH;
+// A lane's round of N items, scores s[q] (bit q of `pool`: item q is a pool item), placed by the user's cells as both
+// rank kernels place them. A non-pool item's score becomes NaN: fmin and fmax pass over it in the pool's extremes mn
+// and mx, and gr_cell clamps it to cell 0, whose entry places it nowhere, so no pool bit is tested again. count(e)
+// takes every item's cell entry e, with no branch an item: a place (below GR_CELL_NOWHERE), or no place, which the
+// caller counts nowhere (GR_CELL_NOWHERE; GR_CELL_DEFER, GR_CELL_SEARCH: the item is searched, gr_place decides).
+// Returns the items to search: bit q, item q's cell does not place it. A round with a score that is not finite (rare:
+// the filter overflowed, for a pool item or not, or the round's sum did) is not placed by its cells: all its pool items
+// search, gr_place defers a non-finite one, and the search flags it (the caller's).
+template <int N, typename T, typename Count>
+__device__ __forceinline__ uint32_t gr_cell_round(const T (&s)[N], uint32_t pool, const Cells<T>& cells, T worst, T& mn,
+                                                  T& mx, const Count& count) {
+    T p[N], sum = s[0];
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+        p[q] = (pool >> q) & 1u ? s[q] : (T)GR_NAN;
+        mn = fmin(mn, p[q]);
+        mx = fmax(mx, p[q]);
+        if (q > 0) sum = sum + s[q];
+    }
+    uint32_t search = 0;
+    if (isfinite(sum)) {
+#pragma unroll
+        for (int q = 0; q < N; ++q) {
+            const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
+            count(e);
+            search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
+        }
+    } else {
+        search = pool;
+    }
+    return search;
 }
 
 __device__ __forceinline__ void gr_add_count(int32_t* counts, int64_t c) { atomicAdd(&counts[c], 1); }
@@ -240,7 +258,7 @@ __device__ __forceinline__ bool gr_count(const Bands& bands, int m, int top, T w
     return c == GR_DEFER;
 }
 
-// A lane's round of items placed by their cells (gr_place_cell, or rank_tile's own read), the items their cells do not
+// A lane's round of items placed by their cells (gr_cell_round), the items their cells do not
 // place (an entry above GR_CELL_NOWHERE) placed by place(s) after the round's others, one at a time: so a warp runs the
 // search as often as its busiest lane has such items, where searching each item in its turn ran
 // it for every item that any lane had in a cell with an edge. (On bench_gpu's problem 7% of items

@@ -237,21 +237,16 @@ __device__ __forceinline__ float gr_from_float_key(uint32_t key) {  // the inver
     return __int_as_float((int)((key >> 31) ? key & 0x7FFFFFFFu : ~key));
 }
 
-// The minimum and maximum of v over the warp's 32 lanes (one instruction from sm_80 on), in every lane.
-__device__ __forceinline__ uint32_t gr_warp_min(uint32_t v) {
+// lo's minimum and hi's maximum over the warp's 32 lanes, in every lane (one instruction each from sm_80 on).
+__device__ __forceinline__ void gr_warp_extremes(uint32_t& lo, uint32_t& hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_min_sync(0xFFFFFFFFu, v);
+    lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+    hi = __reduce_max_sync(0xFFFFFFFFu, hi);
 #else
-    for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-    return v;
-#endif
-}
-__device__ __forceinline__ uint32_t gr_warp_max(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    return __reduce_max_sync(0xFFFFFFFFu, v);
-#else
-    for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-    return v;
+    for (int off = 16; off > 0; off >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
+        hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
+    }
 #endif
 }
 

@@ -98,10 +98,7 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
         }
         __syncthreads();
         // Counted as rank_tile counts: warp w takes rows w, w + 8, .., each in one round of its 128 items, a lane
-        // items lane + 32 q (q < 4), placed by the row's cells. A non-pool item's score is NaN (fmin and fmax pass
-        // over it, its cell is 0, which places it nowhere). A lane's round with a score that is not finite (rare:
-        // the filter overflowed, for a pool item or not, or the round's sum did) has its pool items searched
-        // instead: gr_place defers a non-finite one, and the search flags it. The items to search wait in the
+        // items lane + 32 q (q < 4), placed by the row's cells (gr_cell_round). The items to search wait in the
         // warp's queue (search_entry), which is emptied before the stage is overwritten.
         const int tail = (int)min((int64_t)FUSED_ITEMS, span_end - j0);  // the tile's items in the span
         // A queued item (row << 8 | its item of the tile; -1: none, in a lane of a flush) placed by the search:
@@ -143,30 +140,18 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
 #pragma unroll
                 for (int q = 0; q < 4; ++q) pool &= ~((uint32_t)(lane + 32 * q >= tail) << q);
             const float* row = stage + r * FUSED_PITCH + lane;
-            float p[4], sum = 0.0f;
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = row[32 * q];
             float mn = (float)GR_INF, mx = -(float)GR_INF;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const float s = row[32 * q];
-                p[q] = (pool >> q) & 1u ? s : (float)GR_NAN;
-                mn = fmin(mn, p[q]);
-                mx = fmax(mx, p[q]);
-                sum = q ? sum + s : s;
-            }
-            uint32_t search = 0;  // bit q: item lane + 32 q's cell does not place it
-            if (isfinite(sum)) {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
-                    if (in_shared)  // (the same in the whole block) no branch: an item placed nowhere counts in sh_nowhere
-                        atomicAdd(e < GR_CELL_NOWHERE ? &sh_cnt[first + e] : &sh_nowhere, 1);
-                    else if (e < GR_CELL_NOWHERE)
-                        atomicAdd(&cnt[tb0 + first + e], 1);
-                    search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
-                }
-            } else {
-                search = pool;
-            }
+            // bit q: item lane + 32 q's cell does not place it (a place counted in shared memory with no branch: an
+            // item placed nowhere counts in sh_nowhere)
+            const uint32_t search = gr_cell_round(v, pool, cells, worst, mn, mx, [&](int e) {
+                if (in_shared)  // (the same in the whole block)
+                    atomicAdd(e < GR_CELL_NOWHERE ? &sh_cnt[first + e] : &sh_nowhere, 1);
+                else if (e < GR_CELL_NOWHERE)
+                    atomicAdd(&cnt[tb0 + first + e], 1);
+            });
             // the items their cells do not place join the warp's search queue, searched 32 at a time: a warp runs the
             // search once for 32 of them, where a lane's own searches ran it as often as the busiest lane had items
             if (__any_sync(0xFFFFFFFFu, search)) {
@@ -175,7 +160,8 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) GR_FUSED_KERNEL(
                     gr_defer(search_queue, searched, (search >> q) & 1u, r << 8 | (lane + 32 * q), search_entry);
             }
             // the row's pool statistics: this warp's alone (row r is always warp r % 8's)
-            const uint32_t lo = gr_warp_min(gr_float_key(mn)), hi = gr_warp_max(gr_float_key(mx));
+            uint32_t lo = gr_float_key(mn), hi = gr_float_key(mx);
+            gr_warp_extremes(lo, hi);
             if (lane == 0) {
                 sh_min[r] = min(sh_min[r], lo);
                 sh_max[r] = max(sh_max[r], hi);

@@ -184,29 +184,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 if (!given && bias) s[q] = s[q] + (in_span ? (T)bias_lane[j0 + 32 * q] : (T)0);
             }
         }
-        if (in_shared) {  // the same in the whole block: shared-memory reads and atomics
-            // a non-pool item's score is NaN: fmin and fmax pass over it, and its cell is 0 (gr_cell), whose entry
-            // places it nowhere; so no pool bit is tested again. A lane's round with a score that is not finite
-            // (rare: the filter overflowed, for a pool item or not, or the round's sum did) has its pool items
-            // searched instead, not placed by their cells: gr_place defers a non-finite one, and the search flags it.
-            T p[RANK_ROUND], sum = s[0];
-#pragma unroll
-            for (int q = 0; q < RANK_ROUND; ++q) {
-                p[q] = (pool >> q) & 1u ? s[q] : (T)GR_NAN;
-                mn = fmin(mn, p[q]);
-                mx = fmax(mx, p[q]);
-                if (q > 0) sum = sum + s[q];
-            }
-            if (isfinite(sum)) {
-#pragma unroll
-                for (int q = 0; q < RANK_ROUND; ++q) {
-                    const int e = cells.entry[gr_cell(p[q], worst, cells.scale, cells.last)];
-                    gr_add_count(cell_counts, e);
-                    search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;
-                }
-            } else {
-                search = pool;
-            }
+        if (in_shared) {  // the same in the whole block: shared-memory reads and atomics (gr_cell_round: no pool bit
+                          // tested an item; a round with a score not finite searched, and its non-finite one flagged)
+            search = gr_cell_round(s, pool, cells, worst, mn, mx, [&](int e) { gr_add_count(cell_counts, e); });
         } else {
 #pragma unroll
             for (int q = 0; q < RANK_ROUND; ++q) {

@@ -791,8 +791,9 @@ CELLS = r"""
 #include "bands.cuh"
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
 // the rank kernels build them, then for each of its scores s[k * n_s ..]: the place as the
-// rank kernels find it (gr_place_cell's entry, then gr_place where it is above GR_CELL_NOWHERE),
-// gr_place, and the cell and its entry where gr_place_cell reads them (else -1, -1); then, from
+// rank kernels find it (gr_cell_round, a round of one pool item: its cell's entry, then gr_place where
+// that is above GR_CELL_NOWHERE or the score is not finite), gr_place, and a finite score's cell and
+// its entry (else -1, -1); then, from
 // the same cells with steps (rank_tile's table: gr_build_cells), the place as rank_tile finds it
 // (a finite score: its cell's entry, then gr_step or gr_place where it is above GR_CELL_NOWHERE; a
 // score not finite: its lane's round searched, gr_step or gr_place by its cell's entry) and the
@@ -816,8 +817,11 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
         const T x = s[k * n_s + i];
         int* o = out + 7 * (k * n_s + i);
         const bool read = isfinite(x);
-        const int e = gr_place_cell(c, worst, x);
-        o[0] = e > GR_CELL_NOWHERE ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
+        const T round[1] = {x};
+        T mn = (T)GR_INF, mx = -(T)GR_INF;
+        int e = -1;  // (count is not called where the score is not finite: the round searches)
+        const uint32_t search = gr_cell_round(round, 1u, c, worst, mn, mx, [&](int entry) { e = entry; });
+        o[0] = search ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
         o[3] = read ? entry[o[2]] : -1;
@@ -905,7 +909,7 @@ def _cells_scores(low, high, dtype, n_s, n_cells):
                                                     (np.float32, 2048, None), (np.float64, 2048, None),
                                                     *((np.float32, 128, mutant) for mutant in CELLS_MUTANTS)])
 def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
-    """bands.cuh's cells (gr_place_cell: the rank kernels' table from a score's cell to its
+    """bands.cuh's cells (gr_cell_round: the rank kernels' table from a score's cell to its
     place) against gr_place, which searches, at every edge, every cell's edge and their
     neighbouring floats, on bands with ties and overlaps, up to the table's 253 test items;
     wherever the table is built, at most 2 m of its cells search (those holding an edge) and
@@ -942,8 +946,8 @@ def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
         step = wide >> 8
         ok = ok and ((wide[step > 0] & 255) == 255).all() and (step[step > 0] - 1 < low.size - 1).all()
         steps += int((step > 0).sum())
-        # where the cell answers a place, gr_place_cell gives it; "nowhere" (253), gr_place places
-        # the score nowhere; "inside a band" (254: gr_place_cell sends the score on to gr_place),
+        # where the cell answers a place, gr_cell_round gives it; "nowhere" (253), gr_place places
+        # the score nowhere; "inside a band" (254: gr_cell_round sends the score on to gr_place),
         # gr_place defers it
         placed = (entry >= 0) & (entry < 253)
         ok = ok and (np.array_equal(got, searched) and np.array_equal(got[placed], entry[placed])
@@ -1021,11 +1025,16 @@ def test_fused_rank_equals_the_model(real, case, tf32):
     launches, outputs = p.fused_launches(batch.astype(np.int64), span, tf32)
     per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
     assert (per_block <= shared_tests).all() == (case in ("two-row-blocks", "noise-normal"))  # shared or global
-    want = run(gpu_model.fused_rank, launches, outputs)
-    assert want[0].sum() > 0
     kernel = (real["fused_rank"] if shared_tests == _gpu.FUSED_SHARED_TESTS
               else module("fused_rank", shared_tests=shared_tests)).get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}")
-    exact = kw.get("integer", False)
+    want = assert_fused_rank_equals_the_model(kernel, launches, outputs, kw.get("integer", False), case)
+    assert want[0].sum() > 0
+
+
+def assert_fused_rank_equals_the_model(kernel, launches, outputs, exact, case):
+    """The fused_rank kernel against the model under every schedule: all its numbers where the scores are
+    exact (integer factors), else its counts and whether each pool is finite. Returns the model's."""
+    want = run(gpu_model.fused_rank, launches, outputs)
     for schedule, block_order, seed in SCHEDULES:
         got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
         if exact:
@@ -1033,6 +1042,7 @@ def test_fused_rank_equals_the_model(real, case, tf32):
         else:
             np.testing.assert_array_equal(got[0], want[0], err_msg=f"{case}, {schedule}: counts")
             np.testing.assert_array_equal(pool(*got[1:])[0], pool(*want[1:])[0], err_msg=f"{case}, {schedule}: bad")
+    return want
 
 
 SMALL_FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS, NaN): blocks of fewer rows than warps, short tails
@@ -1062,15 +1072,8 @@ def test_small_fused_blocks_equal_the_model(case, tf32):
     else:
         p.with_a_nan_among_finite_scores()
     launches, outputs = p.fused_launches(batch.astype(np.int64), span, tf32)
-    want = run(gpu_model.fused_rank, launches, outputs)
     kernel = module("fused_rank", shared_tests=shared_tests).get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}")
-    for schedule, block_order, seed in SCHEDULES:
-        got = run(kernel, launches, outputs, schedule=schedule, block_order=block_order, seed=seed)
-        if kw.get("integer"):
-            assert_same(got, want, f"{case}, {schedule}")
-        else:
-            np.testing.assert_array_equal(got[0], want[0], err_msg=f"{case}, {schedule}: counts")
-            np.testing.assert_array_equal(pool(*got[1:])[0], pool(*want[1:])[0], err_msg=f"{case}, {schedule}: bad")
+    assert_fused_rank_equals_the_model(kernel, launches, outputs, kw.get("integer", False), case)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -1445,15 +1448,15 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
     "a neighbour's training bits": ("rank_tile.cu", ">> (4 * (lane & 7))) & 0xFu;", ">> (4 * ((lane ^ 1) & 7))) & 0xFu;", 1),
     "a round's training bits item-major": ("bands.cuh", "return (j & ~127) | ((j & 31) << 2) | ((j >> 5) & 3);",
                                            "return j;", 1),
-    "a round's searches: the last item's alone": ("rank_tile.cu", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
+    "a round's searches: the last item's alone": ("bands.cuh", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
                                                   "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;", 1),
     "a lane's every other search skipped": ("bands.cuh", "search &= search - 1u)", "search &= search - 1u, search &= search - 1u)", 1),
     "a search ending inside a band not deferred": ("bands.cuh", "else if (c == GR_DEFER) defer |= 1u << q;", "", 1),
-    "a round with a score not finite placed by its cells": ("rank_tile.cu", "if (isfinite(sum)) {", "if (true) {", 1),
-    "such a round's pool items not searched": ("rank_tile.cu", "search = pool;", "search = 0;", 1),
-    "a round's finiteness from its last score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];", "sum = s[q];", 1),
+    "a round with a score not finite placed by its cells": ("bands.cuh", "if (isfinite(sum)) {", "if (true) {", 1),
+    "such a round's pool items not searched": ("bands.cuh", "search = pool;", "search = 0;", 1),
+    "a round's finiteness from its last score": ("bands.cuh", "if (q > 0) sum = sum + s[q];", "sum = s[q];", 1),
     "a non-finite score not flagged": ("rank_tile.cu", "[&](T v) { bad |= !isfinite(v); }", "[&](T v) {}", 1),
-    "a training item placed by its cell": ("rank_tile.cu", "gr_cell(p[q], worst,", "gr_cell(s[q], worst,", 1),
+    "a training item placed by its cell": ("bands.cuh", "gr_cell(p[q], worst,", "gr_cell(s[q], worst,", 1),
     "an item counted nowhere counted at place 0": ("rank_tile.cu", "gr_add_count(cell_counts, e);",
                                                    "gr_add_count(cell_counts, e < GR_CELL_NOWHERE ? e : 0);", 1),
     "a user with a table counting past its places": ("rank_tile.cu", "scale > (T)0 ? sh_cnt : sh_cnt + RANK_NO_TABLE_BASE",
@@ -1478,13 +1481,14 @@ def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
 
 ROUND_FINITENESS_MUTANTS = {  # (file, old, new, occurrence): one NaN pool score a user at q = 1, 2, 3; training
     # items' scores +-inf in rounds of finite pool items
-    "the round's sum without its second score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];",
+    "the round's sum without its second score": ("bands.cuh", "if (q > 0) sum = sum + s[q];",
                                                  "if (q > 1) sum = sum + s[q];", 1),
-    "the round's sum without its last score": ("rank_tile.cu", "if (q > 0) sum = sum + s[q];",
-                                               "if (q > 0 && q < RANK_ROUND - 1) sum = sum + s[q];", 1),
-    "a round's training items' scores flagged": ("rank_tile.cu", "search = pool;", "search = pool;\n                bad = 1;", 1),
-    "such a round's pool items counted by their cells too": ("rank_tile.cu", "if (isfinite(sum)) {",
-                                                             "if (true) {\n                if (!isfinite(sum)) search = pool;", 1),
+    "the round's sum without its last score": ("bands.cuh", "if (q > 0) sum = sum + s[q];",
+                                               "if (q > 0 && q < N - 1) sum = sum + s[q];", 1),
+    "a round's training items' scores flagged": ("rank_tile.cu", "search = gr_cell_round(",
+                                                 "bad |= !isfinite(s[0] + s[1] + s[2] + s[3]);\n            search = gr_cell_round(", 1),
+    "such a round's pool items counted by their cells too": ("bands.cuh", "if (isfinite(sum)) {",
+                                                             "if (true) {\n        if (!isfinite(sum)) search = pool;", 1),
 }
 
 
@@ -1516,7 +1520,7 @@ def test_rank_tile_round_with_an_overflowed_filter_is_searched(real, tmp_path):
     launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
     want = run(gpu_model.rank_tile, launches, outputs)
     assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", "rank_tile.cu", "if (isfinite(sum)) {", "if (!isnan(sum)) {")
+    mutated = mutated_module(tmp_path, "rank_tile", "bands.cuh", "if (isfinite(sum)) {", "if (!isnan(sum)) {")
     assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
 
 
@@ -1557,8 +1561,8 @@ def test_rank_tile_partial_round_mutants_are_caught(real, mutant, tmp_path):
 
 
 POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
-    "a training item in the pool's minimum": ("rank_tile.cu", "mn = fmin(mn, p[q]);", "mn = fmin(mn, s[q]);", 1),
-    "a training item in the pool's maximum": ("rank_tile.cu", "mx = fmax(mx, p[q]);", "mx = fmax(mx, s[q]);", 1),
+    "a training item in the pool's minimum": ("bands.cuh", "mn = fmin(mn, p[q]);", "mn = fmin(mn, s[q]);", 1),
+    "a training item in the pool's maximum": ("bands.cuh", "mx = fmax(mx, p[q]);", "mx = fmax(mx, s[q]);", 1),
 }
 
 
@@ -1573,7 +1577,7 @@ def test_rank_tile_pool_mutants_are_caught(real, mutant, tmp_path):
 
 
 FUSED_MUTANTS = {  # (file, old, new)
-    "a non-finite round placed by its cells": ("fused_rank_body.cuh", "if (isfinite(sum)) {", "if (true) {"),
+    "a non-finite round placed by its cells": ("bands.cuh", "if (isfinite(sum)) {", "if (true) {"),
     "missing barrier after a factor step": ("score_tile.cuh",
                                             "        if (more) store(buf ^ 1);\n        __syncthreads();",
                                             "        if (more) store(buf ^ 1);"),
@@ -1588,8 +1592,10 @@ FUSED_MUTANTS = {  # (file, old, new)
     "the last factor left out": ("score_tile.cuh", "k < n - k0; ++k) multiply(k)", "k < n - k0 - 1; ++k) multiply(k)"),
     "a tile's last item skipped": ("fused_rank_body.cuh", "(uint32_t)(lane + 32 * q >= tail)",
                                    "(uint32_t)(lane + 32 * q + 1 >= tail)"),
-    "a row's extremes over half its lanes": ("common.cuh", "v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));",
-                                             "v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, off & 15));"),
+    "a row's minimum over half its lanes": ("common.cuh", "lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));",
+                                            "lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off & 15));"),
+    "a row's maximum over half its lanes": ("common.cuh", "hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));",
+                                            "hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off & 15));"),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
     "shared counts never flushed": ("fused_rank_body.cuh", "if (const int32_t n = sh_cnt[i])", "if (const int32_t n = 0 * sh_cnt[i])"),
     "a row's counts at the next row's": ("fused_rank_body.cuh", "? &sh_cnt[first + e] :", "? &sh_cnt[sh_first[r + 1] + e] :"),
@@ -1604,7 +1610,7 @@ FUSED_MUTANTS = {  # (file, old, new)
                                                        "gr_defer(queue, queued, c >= 0,"),
     "a row's cells from the next row's bands": ("fused_rank_body.cuh", "sh_worst[r], sh_scale[r], (float)(GR_CELLS - 1), k)",
                                                 "sh_worst[r], sh_scale[r ^ 1], (float)(GR_CELLS - 1), k)"),
-    "a row's searches: the last item's alone": ("fused_rank_body.cuh", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
+    "a row's searches: the last item's alone": ("bands.cuh", "search |= (uint32_t)(e > GR_CELL_NOWHERE) << q;",
                                                 "search = (uint32_t)(e > GR_CELL_NOWHERE) << q;"),
     "the search queue's last item never searched at a tile's end": ("bands.cuh", "lane < queued ? queue[lane] : -1",
                                                                      "lane + 1 < queued ? queue[lane] : -1"),
