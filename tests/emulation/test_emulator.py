@@ -1425,6 +1425,17 @@ def rank_outputs(outputs):
     return [a.tolist() for a in (outputs[0], *pool(*outputs[1:]))]
 
 
+def assert_rank_tile_catches(real, p, mutant, tmp_path, name="rank_tile_f32", tile=5000):
+    """rank_tile over problem p's first 7 users (tiles of `tile` items): the model's numbers from the kernel
+    under every schedule, and others, or an error, under some schedule from the kernel compiled with `mutant`
+    ((file, old, new, occurrence) in a copy of kernels/)."""
+    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=tile)
+    want = run(gpu_model.rank_tile, launches, outputs)
+    assert not caught(real["rank_tile"].get_function(name), launches, outputs, want, rank_outputs)
+    mutated = mutated_module(tmp_path, "rank_tile", *mutant)
+    assert caught(mutated.get_function(name), launches, outputs, want, rank_outputs)
+
+
 RANK_MUTANTS = {  # (file, old, new, occurrence)
     "off-by-one j <= n_span": ("rank_tile.cu", "const bool in_span = j0 + 32 * q + lane < n_span;", "const bool in_span = j0 + 32 * q + lane <= n_span;", 1),
     "no defined score inside a band": ("bands.cuh", "return s > bands.high(c) ? c : GR_DEFER;", "return c;", 1),
@@ -1471,12 +1482,7 @@ RANK_MUTANTS = {  # (file, old, new, occurrence)
 def test_rank_tile_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=21, integer=True, big_user=True, train_density=0.2)  # ties: many c == m; > 1024 tests
     p.with_a_nan_among_finite_scores()
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
-    want = run(gpu_model.rank_tile, launches, outputs)
-    original = real["rank_tile"].get_function("rank_tile_f64")
-    assert not caught(original, launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", *RANK_MUTANTS[mutant])
-    assert caught(mutated.get_function("rank_tile_f64"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, RANK_MUTANTS[mutant], tmp_path, name="rank_tile_f64")
 
 
 ROUND_FINITENESS_MUTANTS = {  # (file, old, new, occurrence): one NaN pool score a user at q = 1, 2, 3; training
@@ -1495,11 +1501,7 @@ ROUND_FINITENESS_MUTANTS = {  # (file, old, new, occurrence): one NaN pool score
 @pytest.mark.parametrize("mutant", ROUND_FINITENESS_MUTANTS)
 def test_rank_tile_round_finiteness_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=26, dtype=np.float32, train_density=0.2, bias=False).with_a_nan_at_each_round_position()
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
-    want = run(gpu_model.rank_tile, launches, outputs)
-    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", *ROUND_FINITENESS_MUTANTS[mutant])
-    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, ROUND_FINITENESS_MUTANTS[mutant], tmp_path)
 
 
 def test_rank_tile_round_with_an_overflowed_filter_is_searched(real, tmp_path):
@@ -1517,11 +1519,7 @@ def test_rank_tile_round_with_an_overflowed_filter_is_searched(real, tmp_path):
     p.train_indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
     p.train_indices = np.concatenate(rows).astype(np.int32)
     assert np.isinf(p.tile(np.array([u]), 0, 100)[0][0, j]) and p.defined(np.array([u]), np.array([j]))[0] == 0.0
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
-    want = run(gpu_model.rank_tile, launches, outputs)
-    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", "bands.cuh", "if (isfinite(sum)) {", "if (!isnan(sum)) {")
-    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, ("bands.cuh", "if (isfinite(sum)) {", "if (!isnan(sum)) {"), tmp_path)
 
 
 NO_TABLE_MUTANTS = {  # (file, old, new, occurrence): users of 254 to 1,024 test items, in shared memory, no table
@@ -1535,11 +1533,7 @@ def test_rank_tile_no_table_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=24, dtype=np.float32, test_density=0.06)
     n_tests = p.test.sum(axis=1)
     assert ((n_tests > 253) & (n_tests <= 1024)).all()  # (GR_CELL_TESTS, RANK_SHARED_TESTS)
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
-    want = run(gpu_model.rank_tile, launches, outputs)
-    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", *NO_TABLE_MUTANTS[mutant])
-    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, NO_TABLE_MUTANTS[mutant], tmp_path)
 
 
 PARTIAL_ROUND_MUTANTS = {  # (file, old, new, occurrence): a span whose last round holds 48 items, lanes 0-31 and 0-15
@@ -1552,12 +1546,8 @@ PARTIAL_ROUND_MUTANTS = {  # (file, old, new, occurrence): a span whose last rou
 @pytest.mark.parametrize("mutant", PARTIAL_ROUND_MUTANTS)
 def test_rank_tile_partial_round_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=23, dtype=np.float32, train_density=0.3)
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=SPAN + 944)  # 944 = 7 rounds + 48
     assert (SPAN + 944) < p.n_items
-    want = run(gpu_model.rank_tile, launches, outputs)
-    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", *PARTIAL_ROUND_MUTANTS[mutant])
-    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, PARTIAL_ROUND_MUTANTS[mutant], tmp_path, tile=SPAN + 944)  # 944 = 7 rounds + 48
 
 
 POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which ties hide on the problem above
@@ -1569,11 +1559,7 @@ POOL_MUTANTS = {  # (file, old, new, occurrence): the pool statistics, which tie
 @pytest.mark.parametrize("mutant", POOL_MUTANTS)
 def test_rank_tile_pool_mutants_are_caught(real, mutant, tmp_path):
     p = Problem(seed=22, dtype=np.float32, train_density=0.3)  # no ties: a pool's extremes are its own
-    launches, outputs = p.rank_launches(np.arange(7, dtype=np.int64), tile=5000)
-    want = run(gpu_model.rank_tile, launches, outputs)
-    assert not caught(real["rank_tile"].get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
-    mutated = mutated_module(tmp_path, "rank_tile", *POOL_MUTANTS[mutant])
-    assert caught(mutated.get_function("rank_tile_f32"), launches, outputs, want, rank_outputs)
+    assert_rank_tile_catches(real, p, POOL_MUTANTS[mutant], tmp_path)
 
 
 FUSED_MUTANTS = {  # (file, old, new)
