@@ -16,7 +16,7 @@ so it is measured here on the CPU, for each bound gpureco has used:
 
 Second, for the FP32 bound with norms (gpureco's), where the rank kernels' counting places
 each pool item (kernels/bands.cuh): below the worst band (one compare), by its cell's entry
-in the user's table (gr_cell_round: 128 cells from the worst band's low edge to the best
+in the user's table (read by gr_cell_round: 128 cells from the worst band's low edge to the best
 band's high edge), by the search (a cell holding a band's edge), or inside a band (the
 defined score). The filter score is modelled as the exact score rounded to float32.
 

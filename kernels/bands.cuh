@@ -216,12 +216,13 @@ __device__ __forceinline__ int gr_step(const Bands& bands, int p, T s) {
 
 // A lane's round of N items, scores s[q] (bit q of `pool`: item q is a pool item), placed by the user's cells as both
 // rank kernels place them. A non-pool item's score becomes NaN: fmin and fmax pass over it in the pool's extremes mn
-// and mx, and gr_cell clamps it to cell 0, whose entry places it nowhere, so no pool bit is tested again. count(e)
-// takes every item's cell entry e, with no branch an item: a place (below GR_CELL_NOWHERE), or no place, which the
-// caller counts nowhere (GR_CELL_NOWHERE; GR_CELL_DEFER, GR_CELL_SEARCH: the item is searched, gr_place decides).
-// Returns the items to search: bit q, item q's cell does not place it. A round with a score that is not finite (rare:
-// the filter overflowed, for a pool item or not, or the round's sum did) is not placed by its cells: all its pool items
-// search, gr_place defers a non-finite one, and the search flags it (the caller's).
+// and mx, and gr_cell clamps it to cell 0, whose entry places it nowhere, so no pool bit is tested again. Where the
+// round's scores are all finite, count(e) takes every item's cell entry e, with no branch an item: a place (below
+// GR_CELL_NOWHERE), or no place, which the caller counts nowhere (GR_CELL_NOWHERE; GR_CELL_DEFER, GR_CELL_SEARCH: the
+// item is searched, gr_place decides). Returns the items to search: bit q, item q's cell does not place it. A round
+// with a score that is not finite (rare: the filter overflowed, for a pool item or not, or the round's sum did) is not
+// placed by its cells and count is not called: all its pool items search, gr_place defers a non-finite one, and the
+// search flags it (the caller's).
 template <int N, typename T, typename Count>
 __device__ __forceinline__ uint32_t gr_cell_round(const T (&s)[N], uint32_t pool, const Cells<T>& cells, T worst, T& mn,
                                                   T& mx, const Count& count) {

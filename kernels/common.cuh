@@ -237,9 +237,14 @@ __device__ __forceinline__ float gr_from_float_key(uint32_t key) {  // the inver
     return __int_as_float((int)((key >> 31) ? key & 0x7FFFFFFFu : ~key));
 }
 
-// lo's minimum and hi's maximum over the warp's 32 lanes, in every lane (one instruction each from sm_80 on).
+// lo's minimum and hi's maximum over the warp's 32 lanes, in every lane: one REDUX each from sm_80 on, shuffles
+// before. The host emulation runs REDUX, as the GPUs it stands for, and the shuffles where compiled with
+// GR_WARP_SHUFFLES (tests/emulation: both against their definition).
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || (!defined(__CUDA_ARCH__) && !defined(GR_WARP_SHUFFLES))
+#define GR_REDUX 1
+#endif
 __device__ __forceinline__ void gr_warp_extremes(uint32_t& lo, uint32_t& hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#ifdef GR_REDUX
     lo = __reduce_min_sync(0xFFFFFFFFu, lo);
     hi = __reduce_max_sync(0xFFFFFFFFu, hi);
 #else

@@ -184,8 +184,9 @@ __device__ void rank_tile(const T* __restrict__ S, int64_t ld, int given, int64_
                 if (!given && bias) s[q] = s[q] + (in_span ? (T)bias_lane[j0 + 32 * q] : (T)0);
             }
         }
-        if (in_shared) {  // the same in the whole block: shared-memory reads and atomics (gr_cell_round: no pool bit
-                          // tested an item; a round with a score not finite searched, and its non-finite one flagged)
+        if (in_shared) {  // the same in the whole block: shared-memory reads and atomics (gr_cell_round: no branch an
+                          // item; a round with a score not finite has its pool items searched, where `seen` flags a
+                          // non-finite one)
             search = gr_cell_round(s, pool, cells, worst, mn, mx, [&](int e) { gr_add_count(cell_counts, e); });
         } else {
 #pragma unroll

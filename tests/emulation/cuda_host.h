@@ -85,9 +85,10 @@ static const int warpSize = 32;
 namespace gr_emu {
 
 enum State { READY, AT_BARRIER, AT_WARP, DONE };
-enum WarpKind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, BALLOT, ANY, ALL, SYNCWARP };
-static const char* const warp_names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                         "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp"};
+enum WarpKind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, BALLOT, ANY, ALL, SYNCWARP, REDUX_MIN, REDUX_MAX };
+static const char* const warp_names[] = {"__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                         "__ballot_sync", "__any_sync",     "__all_sync",       "__syncwarp",
+                                         "__reduce_min_sync", "__reduce_max_sync"};
 
 struct Fiber {
     ucontext_t ctx;
@@ -377,9 +378,14 @@ inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, 
     }
     if (all) {
         std::vector<unsigned> group;
-        uint64_t votes = 0;
-        for (unsigned l = 0; l < 32; ++l)
-            if ((mask >> l & 1) && E.fibers[base + l].value) votes |= 1ull << l;
+        uint64_t votes = 0, lo = ~0ull, hi = 0;  // (lo, hi: the unsigned minimum and maximum, __reduce_*_sync)
+        for (unsigned l = 0; l < 32; ++l) {
+            if (!(mask >> l & 1)) continue;
+            const uint64_t v = E.fibers[base + l].value;
+            if (v) votes |= 1ull << l;
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
         for (unsigned l = 0; l < 32; ++l) {
             if (!(mask >> l & 1)) continue;
             Fiber& g = E.fibers[base + l];
@@ -396,6 +402,8 @@ inline uint64_t warp_op(WarpKind kind, unsigned mask, uint64_t value, int size, 
             else if (kind == BALLOT) g.result = votes;
             else if (kind == ANY) g.result = votes != 0;
             else if (kind == ALL) g.result = votes == mask;
+            else if (kind == REDUX_MIN) g.result = lo;
+            else if (kind == REDUX_MAX) g.result = hi;
 #ifdef GR_EMU_TSAN
             if (kind == SYNCWARP)
                 for (unsigned m = 0; m < 32; ++m)
@@ -738,6 +746,16 @@ inline int __any_sync(unsigned mask, int pred, const char* file = __builtin_FILE
 }
 inline int __all_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     return (int)::gr_emu::warp_op(::gr_emu::ALL, mask, pred != 0, 4, 0, 32, file, line);
+}
+
+// sm_80's REDUX, for unsigned values (the kernels use no other)
+inline unsigned __reduce_min_sync(unsigned mask, unsigned value, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE()) {
+    return (unsigned)::gr_emu::warp_op(::gr_emu::REDUX_MIN, mask, value, 4, 0, 32, file, line);
+}
+inline unsigned __reduce_max_sync(unsigned mask, unsigned value, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE()) {
+    return (unsigned)::gr_emu::warp_op(::gr_emu::REDUX_MAX, mask, value, 4, 0, 32, file, line);
 }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }

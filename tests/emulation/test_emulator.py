@@ -787,6 +787,48 @@ def test_gr_place_equals_its_definition(mutant, tmp_path):
         np.testing.assert_array_equal(out.reshape(len(sizes), -1), np.array(want).reshape(len(sizes), -1))
 
 
+WARP_EXTREMES = r"""
+#include "common.cuh"
+// Thread t's pair (lo[t], hi[t]) through gr_warp_extremes: out[2 t], out[2 t + 1].
+extern "C" __global__ void warp_extremes(const uint32_t* lo, const uint32_t* hi, uint32_t* out) {
+    uint32_t a = lo[threadIdx.x], b = hi[threadIdx.x];
+    gr_warp_extremes(a, b);
+    out[2 * threadIdx.x] = a;
+    out[2 * threadIdx.x + 1] = b;
+}
+"""
+
+
+WARP_EXTREMES_MUTANTS = {  # (old, new) in common.cuh, and whether the path it mutates is the shuffles'
+    "REDUX: the minimum a maximum": ("lo = __reduce_min_sync(", "lo = __reduce_max_sync(", False),
+    "REDUX: the maximum a minimum": ("hi = __reduce_max_sync(", "hi = __reduce_min_sync(", False),
+    "shuffles: the minimum over half the lanes": ("lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));",
+                                                  "lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off & 15));", True),
+    "shuffles: the maximum over half the lanes": ("hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));",
+                                                  "hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off & 15));", True),
+}
+
+
+@pytest.mark.parametrize("shuffles, mutant", [(False, None), (True, None)] +
+                         [(WARP_EXTREMES_MUTANTS[m][2], m) for m in WARP_EXTREMES_MUTANTS])
+def test_warp_extremes(shuffles, mutant, tmp_path):
+    """common.cuh's gr_warp_extremes as sm_80 on runs it (REDUX, the emulation's default) and as older GPUs do
+    (shuffles: GR_WARP_SHUFFLES): in every lane, its warp's minimum of lo and maximum of hi, unsigned (values
+    over 2^31 too), 3 warps; a mutant of either path gives other numbers."""
+    rng = np.random.default_rng(5)
+    lo, hi = (rng.integers(0, 1 << 32, size=96, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    want = np.stack([np.repeat(lo.reshape(3, 32).min(axis=1), 32), np.repeat(hi.reshape(3, 32).max(axis=1), 32)], 1)
+    include = mutated_kernels(tmp_path, "common.cuh", *WARP_EXTREMES_MUTANTS[mutant][:2]) if mutant else KERNELS
+    options = ("-std=c++17", f"-I{include}") + (("-DGR_WARP_SHUFFLES",) if shuffles else ())
+    out = np.zeros((96, 2), dtype=np.uint32)
+    RawModule(code=WARP_EXTREMES, options=options).get_function("warp_extremes")((1,), (96,), (lo, hi, out),
+                                                                                   schedule="shuffle", seed=5)
+    if mutant:
+        assert not np.array_equal(out, want), f"{mutant}: not caught"
+    else:
+        np.testing.assert_array_equal(out, want)
+
+
 CELLS = r"""
 #include "bands.cuh"
 // Block k, case k (its m[k] bands at lo/hi[k * width ..]): a table of n_cells cells built as
@@ -817,10 +859,10 @@ __device__ void cells(const T* lo, const T* hi, const int* m, int width, const T
         const T x = s[k * n_s + i];
         int* o = out + 7 * (k * n_s + i);
         const bool read = isfinite(x);
-        const T round[1] = {x};
+        const T one[1] = {x};
         T mn = (T)GR_INF, mx = -(T)GR_INF;
         int e = -1;  // (count is not called where the score is not finite: the round searches)
-        const uint32_t search = gr_cell_round(round, 1u, c, worst, mn, mx, [&](int entry) { e = entry; });
+        const uint32_t search = gr_cell_round(one, 1u, c, worst, mn, mx, [&](int f) { e = f; });
         o[0] = search ? gr_place(bands, n, gr_search_top(n), worst, x) : e == GR_CELL_NOWHERE ? GR_NOWHERE : e;
         o[1] = gr_place(bands, n, gr_search_top(n), worst, x);
         o[2] = read ? gr_cell(x, worst, c.scale, c.last) : -1;
@@ -909,8 +951,8 @@ def _cells_scores(low, high, dtype, n_s, n_cells):
                                                     (np.float32, 2048, None), (np.float64, 2048, None),
                                                     *((np.float32, 128, mutant) for mutant in CELLS_MUTANTS)])
 def test_cells_answer_as_the_search(dtype, n_cells, mutant, tmp_path):
-    """bands.cuh's cells (gr_cell_round: the rank kernels' table from a score's cell to its
-    place) against gr_place, which searches, at every edge, every cell's edge and their
+    """bands.cuh's cells (the rank kernels' table from a score's cell to its place, read by
+    gr_cell_round) against gr_place, which searches, at every edge, every cell's edge and their
     neighbouring floats, on bands with ties and overlaps, up to the table's 253 test items;
     wherever the table is built, at most 2 m of its cells search (those holding an edge) and
     every score two cells above the best band is answered, and where it must not be built (no
@@ -1578,10 +1620,8 @@ FUSED_MUTANTS = {  # (file, old, new)
     "the last factor left out": ("score_tile.cuh", "k < n - k0; ++k) multiply(k)", "k < n - k0 - 1; ++k) multiply(k)"),
     "a tile's last item skipped": ("fused_rank_body.cuh", "(uint32_t)(lane + 32 * q >= tail)",
                                    "(uint32_t)(lane + 32 * q + 1 >= tail)"),
-    "a row's minimum over half its lanes": ("common.cuh", "lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));",
-                                            "lo = min(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off & 15));"),
-    "a row's maximum over half its lanes": ("common.cuh", "hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));",
-                                            "hi = max(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off & 15));"),
+    "a row's minimum its lanes' maximum": ("common.cuh", "lo = __reduce_min_sync(", "lo = __reduce_max_sync("),
+    "a row's maximum its lanes' minimum": ("common.cuh", "hi = __reduce_max_sync(", "hi = __reduce_min_sync("),
     "the last queued items never settled": ("bands.cuh", "& 31) < queued) settle", "& 31) + 1 < queued) settle"),
     "shared counts never flushed": ("fused_rank_body.cuh", "if (const int32_t n = sh_cnt[i])", "if (const int32_t n = 0 * sh_cnt[i])"),
     "a row's counts at the next row's": ("fused_rank_body.cuh", "? &sh_cnt[first + e] :", "? &sh_cnt[sh_first[r + 1] + e] :"),
