@@ -13,13 +13,12 @@
 // as rank_tile counts a round: a warp takes a row, a lane 4 of its 128 items, each placed among the test
 // items by the row's cells (gr_cell_round: 128 cells a row, 16 KB for the block); where a cell holds an edge, the
 // item joins the warp's search queue, and 32 such items at a time take a search over the bands and one compare
-// (gr_place). The items inside a band
-// then join the warp's queue (one vote a row where none does) for their defined score (gr_exact_score),
-// 32 at a time. The counts are in shared memory, a word a test item, or in global memory where a
-// block's rows have more than FUSED_WORDS test items. A row's
-// pool minimum and maximum are reduced over the warp once a tile (gr_warp_extremes), kept in shared memory,
-// and folded into the user's at the block's end. At most 128 registers (two blocks an SM: an H100 or
-// H200 holds two blocks' 98,832 bytes of shared memory; an A100 one).
+// (gr_place). The items inside a band then join the warp's queue (one vote a row where none does) for their
+// defined score (gr_exact_score), 32 at a time. The counts are in shared memory, a word a test item, or in global
+// memory where a block's rows have more than FUSED_WORDS test items. A row's pool minimum and maximum are reduced
+// over the warp once a tile (gr_warp_extremes), kept in shared memory, and folded into the user's at the block's
+// end. At most 128 registers (two blocks an SM); a block's shared memory is 109,584 bytes on sm_90 (42,000 static
+// and the stage), of which an H100 or H200 holds two blocks, an A100 one.
 //
 // Two kernels share this counting (fused_rank_body.cuh, included once for each): fused_rank_f32
 // scores with float32 FMA chains (FmaTile), fused_rank_tf32, TF32 mode, on tensor cores

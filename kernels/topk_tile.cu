@@ -386,5 +386,5 @@ extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_f32(GR
 // TF32 mode: filter scores on tensor cores (gr_score_tile_tf32), within score_tolerance's "fused" bound
 extern "C" __global__ void __launch_bounds__(FUSED_THREADS, 2) fused_topk_tf32(GR_FUSED_TOPK_ARGS) {
     fused_topk<TensorTile>(U, B, n_factors, bias, n_items, span, nb, users, train_indptr, train_indices, threshold,
-                           cand_scores, cand_items, count, overflow);
+                       cand_scores, cand_items, count, overflow);
 }
