@@ -1089,15 +1089,15 @@ def assert_fused_rank_equals_the_model(kernel, launches, outputs, exact, case):
 
 SMALL_FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS, NaN): blocks of fewer rows than warps, short tails
     "few-rows-tiny-tail": (dict(seed=71, n_users=5, n_items=1541, n_factors=7, noise=True, test_density=0.05),
-                           np.arange(5), 512, 3840, "among"),
+                           np.arange(5), 512, _gpu.FUSED_SHARED_TESTS, "among"),
     "few-rows-global": (dict(seed=72, n_users=6, n_items=1541, n_factors=7, integer=True, noise=True,
                              test_density=0.05), np.arange(6), 512, 8, "among"),
     "nan-rounds": (dict(seed=73, n_users=12, n_items=700, n_factors=3, integer=True, test_density=0.03),
-                   np.arange(12), 256, 3840, "each"),
+                   np.arange(12), 256, _gpu.FUSED_SHARED_TESTS, "each"),
     "nan-rounds-global": (dict(seed=74, n_users=12, n_items=700, n_factors=3, integer=True, test_density=0.03),
                           np.arange(12), 256, 8, "each"),
     "one-row": (dict(seed=75, n_users=3, n_items=1000, n_factors=4, integer=True, test_density=0.3),
-                np.array([0]), 1024, 3840, "among"),
+                np.array([0]), 1024, _gpu.FUSED_SHARED_TESTS, "among"),
 }
 
 
