@@ -25,6 +25,18 @@ typedef short int16_t;
 #define GR_NOINLINE
 #endif
 
+// The GPU whose settings a kernel takes where they depend on its shared memory and threads (rank_tile.cu's cells and
+// blocks an SM, fused_rank.cu's shared counts) or instructions (gr_warp_extremes' REDUX): the device's, __CUDA_ARCH__;
+// on the host (the emulation, nvcc's host pass) GR_EMULATED_ARCH, where given (tests/emulation runs the settings of
+// each kind of GPU this way), else an H100's.
+#if defined(__CUDA_ARCH__)
+#define GR_ARCH __CUDA_ARCH__
+#elif defined(GR_EMULATED_ARCH)
+#define GR_ARCH GR_EMULATED_ARCH
+#else
+#define GR_ARCH 900
+#endif
+
 // splitmix64 finaliser (gpureco_mix64 in _cpu_ranks.pyx)
 GR_HD uint64_t gr_mix64(uint64_t x) {
     x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ULL;
@@ -238,9 +250,8 @@ __device__ __forceinline__ float gr_from_float_key(uint32_t key) {  // the inver
 }
 
 // lo's minimum and hi's maximum over the warp's 32 lanes, in every lane: one REDUX each from sm_80 on, shuffles
-// before. The host emulation runs REDUX, as the GPUs it stands for, and the shuffles where compiled with
-// GR_WARP_SHUFFLES (tests/emulation: both against their definition).
-#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || (!defined(__CUDA_ARCH__) && !defined(GR_WARP_SHUFFLES))
+// before (the host emulation runs either, as GR_ARCH says: tests/emulation checks both against their definition).
+#if GR_ARCH >= 800
 #define GR_REDUX 1
 #endif
 __device__ __forceinline__ void gr_warp_extremes(uint32_t& lo, uint32_t& hi) {

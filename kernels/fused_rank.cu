@@ -35,8 +35,7 @@
 #ifndef FUSED_SHARED_TESTS
 #define FUSED_SHARED_TESTS 3840
 #endif
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 900 || \
-    __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+#if GR_ARCH == 800 || GR_ARCH == 870 || GR_ARCH == 900 || GR_ARCH == 1000 || GR_ARCH == 1030  // (common.cuh)
 #define FUSED_WORDS FUSED_SHARED_TESTS
 #else
 #define FUSED_WORDS (FUSED_SHARED_TESTS * 2 / 5)  // (what 99 KB a block leaves: 1,536)

@@ -49,7 +49,8 @@ static_assert(RANK_EDGE_WORDS > GR_CELL_SEARCH && RANK_EDGE_WORDS + GR_CELL_TEST
 // least RANK_SPAN / 2 items (half as many from RANK_SPAN / 8, GR_CELLS in a smaller block: a table costs its block
 // about 50 instructions a cell), and RANK_BLOCKS_F32 and RANK_BLOCKS_F64, the blocks of rank_tile_f32 and
 // rank_tile_f64 an SM holds (their registers: at most 65,536 / (256 blocks) a thread).
-// - 228 KB and 2,048 threads an SM (H100, H200, B200, B300; and the host emulation): 2,048 cells, 4 KB of entries and steps,
+// (GR_ARCH: common.cuh; the host emulation takes an H100's unless compiled with another GR_EMULATED_ARCH.)
+// - 228 KB and 2,048 threads an SM (H100, H200, B200, B300): 2,048 cells, 4 KB of entries and steps,
 //   26,768 bytes a block: 8 blocks (every warp slot) at 32 registers; double 6 of 34,960 bytes at 40.
 // - 164 KB and 2,048 threads (A100): 512 cells, 6 blocks of 23,696 bytes at 40 registers, no spill; double 5 of
 //   31,888 at 48. (7 blocks capped rank_tile_f32 at 32 registers, where it kept the round's pool statistics in local
@@ -57,11 +58,11 @@ static_assert(RANK_EDGE_WORDS > GR_CELL_SEARCH && RANK_EDGE_WORDS + GR_CELL_TEST
 // - 100 KB and 1,536 threads, or less (RTX 30, 40 and 50 series, A10, L4, L40, T4, V100; and Orin, whose
 //   rank_tile_f32 spills at 40 registers where an A100's does not): 512 cells, 1 KB of entries
 //   and steps, as the 1,024 entries before the steps (change 44): 4 blocks of 23,696 bytes at 64 registers; double 3.
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000 || __CUDA_ARCH__ == 1030
+#if GR_ARCH == 900 || GR_ARCH == 1000 || GR_ARCH == 1030
 #define RANK_CELLS 2048
 #define RANK_BLOCKS_F32 8
 #define RANK_BLOCKS_F64 6
-#elif __CUDA_ARCH__ == 800
+#elif GR_ARCH == 800
 #define RANK_CELLS 512
 #define RANK_BLOCKS_F32 6
 #define RANK_BLOCKS_F64 5

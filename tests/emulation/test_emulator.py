@@ -6,13 +6,14 @@ kernels, which must be caught."""
 import math
 import re
 import shutil
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 import gpu_model
-from emulation.emulator import EmulationError, RawModule, have_compiler
+from emulation.emulator import HEADER, EmulationError, RawModule, compiler, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
 from gpureco.engine._scores import magnitudes, max_row_norm, order_key, score_tolerance, select_top_k, split_tf32
@@ -427,11 +428,14 @@ NULL = np.uint64(0)  # gpureco's null pointer argument
 SPAN = 4096  # items of one rank_tile block here (-DRANK_SPAN): a 5,000-item tile takes two blocks per user
 
 
-def module(file, code=None, include=KERNELS, span=SPAN, shared_tests=_gpu.FUSED_SHARED_TESTS):
+def module(file, code=None, include=KERNELS, span=SPAN, shared_tests=_gpu.FUSED_SHARED_TESTS, arch=None):
+    """kernels/<file>.cu (or `code`) under the emulator, with gpureco's compile options but `include`, `span` and
+    `shared_tests`; arch (800, 890, ...): with the settings of that GPU (GR_EMULATED_ARCH), else an H100's."""
     options = tuple(f"-I{include}" if o.startswith("-I") else f"-DRANK_SPAN={span}" if o.startswith("-DRANK_SPAN=")
                     else f"-DFUSED_SHARED_TESTS={shared_tests}" if o.startswith("-DFUSED_SHARED_TESTS=")
                     else o for o in _gpu.compile_options())  # as gpureco
     assert f"-DRANK_SPAN={span}" in options and f"-DFUSED_SHARED_TESTS={shared_tests}" in options
+    options += (f"-DGR_EMULATED_ARCH={arch}",) if arch else ()
     return RawModule(code=code if code is not None else (KERNELS / f"{file}.cu").read_text(), options=options)
 
 
@@ -813,16 +817,15 @@ WARP_EXTREMES_MUTANTS = {  # (old, new) in common.cuh, and whether the path it m
                          [(WARP_EXTREMES_MUTANTS[m][2], m) for m in WARP_EXTREMES_MUTANTS])
 def test_warp_extremes(shuffles, mutant, tmp_path):
     """common.cuh's gr_warp_extremes as sm_80 on runs it (REDUX, the emulation's default) and as older GPUs do
-    (shuffles: GR_WARP_SHUFFLES): in every lane, its warp's minimum of lo and maximum of hi, unsigned (values
-    over 2^31 too), 3 warps; a mutant of either path gives other numbers."""
+    (shuffles: a T4's settings, GR_EMULATED_ARCH=750): in every lane, its warp's minimum of lo and maximum of hi,
+    unsigned (values over 2^31 too), 3 warps; a mutant of either path gives other numbers."""
     rng = np.random.default_rng(5)
     lo, hi = (rng.integers(0, 1 << 32, size=96, dtype=np.uint64).astype(np.uint32) for _ in range(2))
     want = np.stack([np.repeat(lo.reshape(3, 32).min(axis=1), 32), np.repeat(hi.reshape(3, 32).max(axis=1), 32)], 1)
     include = mutated_kernels(tmp_path, "common.cuh", *WARP_EXTREMES_MUTANTS[mutant][:2]) if mutant else KERNELS
-    options = ("-std=c++17", f"-I{include}") + (("-DGR_WARP_SHUFFLES",) if shuffles else ())
     out = np.zeros((96, 2), dtype=np.uint32)
-    RawModule(code=WARP_EXTREMES, options=options).get_function("warp_extremes")((1,), (96,), (lo, hi, out),
-                                                                                   schedule="shuffle", seed=5)
+    module(None, WARP_EXTREMES, include=include, arch=750 if shuffles else None).get_function("warp_extremes")(
+        (1,), (96,), (lo, hi, out), schedule="shuffle", seed=5)
     if mutant:
         assert not np.array_equal(out, want), f"{mutant}: not caught"
     else:
@@ -1041,6 +1044,69 @@ def test_rank_tile_with_gpurecos_span_equals_the_model(dtype):
     assert_same(got, want, "default span")
 
 
+# The settings that depend on the GPU (kernels/common.cuh GR_ARCH): each kernel's, as nvcc's device pass for that
+# architecture sees them, and as the emulation does with GR_EMULATED_ARCH; the archs cover every branch
+SETTINGS = r"""
+#include "rank_tile.cu"
+#include "fused_rank.cu"
+#ifdef GR_REDUX
+#define GR_SETTING_REDUX 1
+#else
+#define GR_SETTING_REDUX 0
+#endif
+gr_settings RANK_CELLS RANK_BLOCKS_F32 RANK_BLOCKS_F64 FUSED_WORDS GR_SETTING_REDUX
+"""
+SETTINGS_ARCHS = (750, 800, 860, 870, 890, 900, 1000, 1030, 1200)
+NVCC = shutil.which("nvcc")
+
+
+def settings(command):
+    """The settings line of SETTINGS, preprocessed by `command` (its source file last), as numbers."""
+    out = subprocess.run(command, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [line for line in out.stdout.splitlines() if line.startswith("gr_settings")]
+    assert len(line) == 1, out.stdout[-3000:]
+    return tuple(eval(term.replace("/", "//"), {}) for term in re.findall(r"\([^()]*\)|\d+", line[0]))  # (3840 * 2 / 5)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+def test_the_emulation_takes_each_gpus_settings(tmp_path):
+    """With GR_EMULATED_ARCH, the emulation compiles the kernels with a GPU's own settings (rank_tile's cells and
+    blocks an SM, fused_rank's shared counts, REDUX or shuffles): the same as nvcc's device pass for that GPU, at
+    every architecture whose settings differ (A100; H100 and B200; the GPUs of 99 KB a block; Orin; before sm_80);
+    and without it, an H100's."""
+    source = tmp_path / "settings.cu"
+    source.write_text(SETTINGS)
+    options = [o for o in _gpu.compile_options() if o.startswith("-D")] + [f"-I{KERNELS}"]
+    host = [compiler(), "-E", "-x", "c++", "-std=c++17", "-include", str(HEADER), *options]  # as the emulator
+    seen = {}
+    for arch in SETTINGS_ARCHS:
+        device = settings([NVCC, "-E", f"-arch=sm_{arch // 10}", *options, str(source)])
+        assert settings([*host, f"-DGR_EMULATED_ARCH={arch}", str(source)]) == device, arch
+        seen[arch] = device
+    assert settings([*host, str(source)]) == seen[900]
+    assert len(set(seen.values())) == 5  # A100; H100, B200, B300; 99 KB a block; T4; Orin (rank_tile's 99 KB ones)
+    assert seen[800][0] == seen[890][0] < seen[900][0] and seen[890][3] < seen[800][3] == seen[900][3]
+    assert seen[750][4] == 0 and seen[800][4] == 1
+
+
+OTHER_GPUS = {"A100": 800, "L4": 890}  # rank_tile: 512 cells, 6 or 4 blocks an SM (an H100: 2,048 and 8)
+
+
+@pytest.mark.parametrize("gpu", OTHER_GPUS)
+def test_rank_tile_with_other_gpus_settings_equals_the_model(gpu):
+    """rank_tile as an A100 and as the GPUs of 99 KB a block (RTX 30 to 50, A10, L4, L40, T4) compile it: tables of
+    512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case."""
+    real = module("rank_tile", arch=OTHER_GPUS[gpu])
+    for case, kw in RANK_CASES.items():
+        p = Problem(**kw)
+        launches, outputs = p.rank_launches(np.array([0, 1, 2, 3, 4, 6], dtype=np.int64), tile=5000)
+        want = run(gpu_model.rank_tile, launches, outputs)
+        kernel = real.get_function(f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
+        got = run(kernel, launches, outputs, schedule="shuffle", block_order="shuffle", seed=len(case))
+        assert_same(got, want, f"{gpu}, {case}")
+
+
 FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
     "two-row-blocks": (dict(seed=41, n_users=150, n_items=2000, n_factors=13, integer=True, test_density=0.005),
                        np.arange(150), 512, 2048),
@@ -1071,6 +1137,28 @@ def test_fused_rank_equals_the_model(real, case, tf32):
               else module("fused_rank", shared_tests=shared_tests)).get_function(f"fused_rank_{'tf32' if tf32 else 'f32'}")
     want = assert_fused_rank_equals_the_model(kernel, launches, outputs, kw.get("integer", False), case)
     assert want[0].sum() > 0
+
+
+@pytest.mark.parametrize("mutant", [False, True])
+def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(mutant, tmp_path):
+    """fused_rank as the GPUs of 99 KB a block compile it (RTX 30 to 50, A10, L4, L40: shared counts for 2/5 of
+    FUSED_SHARED_TESTS test items): the row blocks that an H100's kernel counts in shared memory, some in global
+    memory here; the model's numbers. The mutant, a block's fit judged by FUSED_SHARED_TESTS where its shared
+    words are fewer, passes with an H100's settings (the two are equal there) and is caught here."""
+    kw, batch, span, shared_tests = FUSED_CASES["two-row-blocks"]
+    p = Problem(dtype=np.float32, **kw)
+    launches, outputs = p.fused_launches(batch.astype(np.int64), span, False)
+    per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
+    assert (per_block <= shared_tests).all() and (per_block > shared_tests * 2 // 5).any()
+    include = mutated_kernels(tmp_path, "fused_rank_body.cuh", "const bool in_shared = n_tests <= FUSED_WORDS;",
+                              "const bool in_shared = n_tests <= FUSED_SHARED_TESTS;") if mutant else KERNELS
+    kernel = module("fused_rank", (include / "fused_rank.cu").read_text(), include=include, shared_tests=shared_tests,
+                    arch=OTHER_GPUS["L4"]).get_function("fused_rank_f32")
+    if mutant:
+        with pytest.raises(AssertionError):
+            assert_fused_rank_equals_the_model(kernel, launches, outputs, True, "two-row-blocks, an L4's settings")
+    else:
+        assert_fused_rank_equals_the_model(kernel, launches, outputs, True, "two-row-blocks, an L4's settings")
 
 
 def assert_fused_rank_equals_the_model(kernel, launches, outputs, exact, case):
