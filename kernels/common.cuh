@@ -36,6 +36,9 @@ typedef short int16_t;
 #else
 #define GR_ARCH 900
 #endif
+#if GR_ARCH < 100
+#error "GR_EMULATED_ARCH: an architecture as __CUDA_ARCH__ gives it (750, 800, 900, ...)"
+#endif
 
 // splitmix64 finaliser (gpureco_mix64 in _cpu_ranks.pyx)
 GR_HD uint64_t gr_mix64(uint64_t x) {

@@ -1054,19 +1054,28 @@ SETTINGS = r"""
 #else
 #define GR_SETTING_REDUX 0
 #endif
-gr_settings RANK_CELLS RANK_BLOCKS_F32 RANK_BLOCKS_F64 FUSED_WORDS GR_SETTING_REDUX
+gr_settings GR_ARCH RANK_CELLS RANK_BLOCKS_F32 RANK_BLOCKS_F64 FUSED_WORDS GR_SETTING_REDUX
 """
 SETTINGS_ARCHS = (750, 800, 860, 870, 890, 900, 1000, 1030, 1200)
 NVCC = shutil.which("nvcc")
 
 
 def settings(command):
-    """The settings line of SETTINGS, preprocessed by `command` (its source file last), as numbers."""
+    """The settings line of SETTINGS, preprocessed by `command` (its source file last): (the architecture it was
+    preprocessed for, the settings), as numbers; a term that is not a number or a product and quotient of numbers
+    (FUSED_WORDS: (3840 * 2 / 5)) fails."""
     out = subprocess.run(command, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
-    line = [line for line in out.stdout.splitlines() if line.startswith("gr_settings")]
-    assert len(line) == 1, out.stdout[-3000:]
-    return tuple(eval(term.replace("/", "//"), {}) for term in re.findall(r"\([^()]*\)|\d+", line[0]))  # (3840 * 2 / 5)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("gr_settings")]
+    assert len(lines) == 1, out.stdout[-3000:]
+    term = r"(\d+|\(\d+ \* \d+ / \d+\))"
+    match = re.fullmatch(r"gr_settings" + 6 * (r"\s+" + term) + r"\s*", lines[0])
+    assert match, lines[0]
+    values = []
+    for t in match.groups():
+        a, b, c = (int(v) for v in re.findall(r"\d+", t)) if not t.isdigit() else (int(t), 1, 1)
+        values.append(a * b // c)
+    return values[0], tuple(values[1:])
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
@@ -1082,29 +1091,41 @@ def test_the_emulation_takes_each_gpus_settings(tmp_path):
     seen = {}
     for arch in SETTINGS_ARCHS:
         device = settings([NVCC, "-E", f"-arch=sm_{arch // 10}", *options, str(source)])
+        assert device[0] == arch  # nvcc's device pass (its host pass has no __CUDA_ARCH__: 900)
         assert settings([*host, f"-DGR_EMULATED_ARCH={arch}", str(source)]) == device, arch
-        seen[arch] = device
-    assert settings([*host, str(source)]) == seen[900]
+        seen[arch] = device[1]
+    assert settings([*host, str(source)]) == (900, seen[900])
     assert len(set(seen.values())) == 5  # A100; H100, B200, B300; 99 KB a block; T4; Orin (rank_tile's 99 KB ones)
     assert seen[800][0] == seen[890][0] < seen[900][0] and seen[890][3] < seen[800][3] == seen[900][3]
     assert seen[750][4] == 0 and seen[800][4] == 1
 
 
-OTHER_GPUS = {"A100": 800, "L4": 890}  # rank_tile: 512 cells, 6 or 4 blocks an SM (an H100: 2,048 and 8)
+OTHER_GPUS = {"A100": 800, "L4": 890}  # (rank_tile's tables: 512 cells on both; their blocks an SM are launch bounds)
 
 
-@pytest.mark.parametrize("gpu", OTHER_GPUS)
-def test_rank_tile_with_other_gpus_settings_equals_the_model(gpu):
-    """rank_tile as an A100 and as the GPUs of 99 KB a block (RTX 30 to 50, A10, L4, L40, T4) compile it: tables of
-    512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case."""
-    real = module("rank_tile", arch=OTHER_GPUS[gpu])
+@pytest.mark.parametrize("mutant", [False, True])
+def test_rank_tile_with_other_gpus_settings_equals_the_model(mutant, tmp_path):
+    """rank_tile as an A100 and the GPUs of 99 KB a block (RTX 30 to 50, A10, L4, L40, T4) compile it: tables of
+    512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case.
+    The mutant, a large block's table of 2,048 cells whatever the GPU's, passes with an H100's settings (the two are
+    equal there) and is caught here (a table past its shared memory)."""
+    include = mutated_kernels(tmp_path, "rank_tile.cu", "const int n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS :",
+                              "const int n_cells = span_n >= RANK_SPAN / 2 ? 2048 :") if mutant else KERNELS
+    real = module("rank_tile", (include / "rank_tile.cu").read_text(), include=include, arch=OTHER_GPUS["A100"])
+    failed = []
     for case, kw in RANK_CASES.items():
         p = Problem(**kw)
         launches, outputs = p.rank_launches(np.array([0, 1, 2, 3, 4, 6], dtype=np.int64), tile=5000)
         want = run(gpu_model.rank_tile, launches, outputs)
         kernel = real.get_function(f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
         got = run(kernel, launches, outputs, schedule="shuffle", block_order="shuffle", seed=len(case))
-        assert_same(got, want, f"{gpu}, {case}")
+        try:
+            assert_same(got, want, f"A100, {case}")
+        except AssertionError:
+            if not mutant:
+                raise
+            failed.append(case)
+    assert failed or not mutant, "the mutant was not caught"
 
 
 FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
