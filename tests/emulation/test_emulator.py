@@ -1109,9 +1109,10 @@ def test_rank_tile_with_other_gpus_settings_equals_the_model(mutant, tmp_path):
     512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case.
     The mutant, a large block's table of 2,048 cells whatever the GPU's, passes with an H100's settings (the two are
     equal there) and is caught here (a table past its shared memory)."""
-    include = mutated_kernels(tmp_path, "rank_tile.cu", "const int n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS :",
-                              "const int n_cells = span_n >= RANK_SPAN / 2 ? 2048 :") if mutant else KERNELS
-    real = module("rank_tile", (include / "rank_tile.cu").read_text(), include=include, arch=OTHER_GPUS["A100"])
+    arch = OTHER_GPUS["A100"]
+    real = (mutated_module(tmp_path, "rank_tile", "rank_tile.cu", "n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS :",
+                           "n_cells = span_n >= RANK_SPAN / 2 ? 2048 :", arch=arch) if mutant
+            else module("rank_tile", arch=arch))
     failed = []
     for case, kw in RANK_CASES.items():
         p = Problem(**kw)
@@ -1171,10 +1172,10 @@ def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(mutant, tmp
     launches, outputs = p.fused_launches(batch.astype(np.int64), span, False)
     per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
     assert (per_block <= shared_tests).all() and (per_block > shared_tests * 2 // 5).any()
-    include = mutated_kernels(tmp_path, "fused_rank_body.cuh", "const bool in_shared = n_tests <= FUSED_WORDS;",
-                              "const bool in_shared = n_tests <= FUSED_SHARED_TESTS;") if mutant else KERNELS
-    kernel = module("fused_rank", (include / "fused_rank.cu").read_text(), include=include, shared_tests=shared_tests,
-                    arch=OTHER_GPUS["L4"]).get_function("fused_rank_f32")
+    options = dict(shared_tests=shared_tests, arch=OTHER_GPUS["L4"])
+    kernel = (mutated_module(tmp_path, "fused_rank", "fused_rank_body.cuh", "in_shared = n_tests <= FUSED_WORDS;",
+                             "in_shared = n_tests <= FUSED_SHARED_TESTS;", **options) if mutant
+              else module("fused_rank", **options)).get_function("fused_rank_f32")
     if mutant:
         with pytest.raises(AssertionError):
             assert_fused_rank_equals_the_model(kernel, launches, outputs, True, "two-row-blocks, an L4's settings")
@@ -1552,10 +1553,10 @@ def mutated_kernels(folder, file, old, new, occurrence=1):
     return folder
 
 
-def mutated_module(tmp_path, name, file, old, new, occurrence=1):
-    """kernels/<name>.cu compiled from a copy of kernels/ with `file` mutated."""
+def mutated_module(tmp_path, name, file, old, new, occurrence=1, **options):
+    """kernels/<name>.cu compiled from a copy of kernels/ with `file` mutated (options: module's)."""
     mutated_kernels(tmp_path, file, old, new, occurrence)
-    return module(name, (tmp_path / f"{name}.cu").read_text(), include=tmp_path)
+    return module(name, (tmp_path / f"{name}.cu").read_text(), include=tmp_path, **options)
 
 
 def caught(kernel, launches, outputs, want, compare):
