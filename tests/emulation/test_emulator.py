@@ -1103,30 +1103,23 @@ def test_the_emulation_takes_each_gpus_settings(tmp_path):
 OTHER_GPUS = {"A100": 800, "L4": 890}  # (rank_tile's tables: 512 cells on both; their blocks an SM are launch bounds)
 
 
-@pytest.mark.parametrize("mutant", [False, True])
-def test_rank_tile_with_other_gpus_settings_equals_the_model(mutant, tmp_path):
+def test_rank_tile_with_other_gpus_settings_equals_the_model(tmp_path):
     """rank_tile as an A100 and the GPUs of 99 KB a block (RTX 30 to 50, A10, L4, L40, T4) compile it: tables of
     512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case.
     The mutant, a large block's table of 2,048 cells whatever the GPU's, passes with an H100's settings (the two are
     equal there) and is caught here (a table past its shared memory)."""
     arch = OTHER_GPUS["A100"]
-    real = (mutated_module(tmp_path, "rank_tile", "rank_tile.cu", "n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS :",
-                           "n_cells = span_n >= RANK_SPAN / 2 ? 2048 :", arch=arch) if mutant
-            else module("rank_tile", arch=arch))
-    failed = []
+    real = module("rank_tile", arch=arch)
     for case, kw in RANK_CASES.items():
         p = Problem(**kw)
         launches, outputs = p.rank_launches(np.array([0, 1, 2, 3, 4, 6], dtype=np.int64), tile=5000)
         want = run(gpu_model.rank_tile, launches, outputs)
-        kernel = real.get_function(f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}")
-        got = run(kernel, launches, outputs, schedule="shuffle", block_order="shuffle", seed=len(case))
-        try:
-            assert_same(got, want, f"A100, {case}")
-        except AssertionError:
-            if not mutant:
-                raise
-            failed.append(case)
-    assert failed or not mutant, "the mutant was not caught"
+        name = f"rank_tile_{'f32' if p.dtype == np.float32 else 'f64'}"
+        got = run(real.get_function(name), launches, outputs, schedule="shuffle", block_order="shuffle", seed=len(case))
+        assert_same(got, want, f"A100, {case}")
+    mutated = mutated_module(tmp_path, "rank_tile", "rank_tile.cu", "n_cells = span_n >= RANK_SPAN / 2 ? RANK_CELLS :",
+                             "n_cells = span_n >= RANK_SPAN / 2 ? 2048 :", arch=arch)
+    assert caught(mutated.get_function(name), launches, outputs, want, rank_outputs)  # (the last case's)
 
 
 FUSED_CASES = {  # (problem, batch, span, FUSED_SHARED_TESTS)
@@ -1161,8 +1154,7 @@ def test_fused_rank_equals_the_model(real, case, tf32):
     assert want[0].sum() > 0
 
 
-@pytest.mark.parametrize("mutant", [False, True])
-def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(mutant, tmp_path):
+def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(tmp_path):
     """fused_rank as the GPUs of 99 KB a block compile it (RTX 30 to 50, A10, L4, L40: shared counts for 2/5 of
     FUSED_SHARED_TESTS test items): the row blocks that an H100's kernel counts in shared memory, some in global
     memory here; the model's numbers. The mutant, a block's fit judged by FUSED_SHARED_TESTS where its shared
@@ -1173,14 +1165,11 @@ def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(mutant, tmp
     per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
     assert (per_block <= shared_tests).all() and (per_block > shared_tests * 2 // 5).any()
     options = dict(shared_tests=shared_tests, arch=OTHER_GPUS["L4"])
-    kernel = (mutated_module(tmp_path, "fused_rank", "fused_rank_body.cuh", "in_shared = n_tests <= FUSED_WORDS;",
-                             "in_shared = n_tests <= FUSED_SHARED_TESTS;", **options) if mutant
-              else module("fused_rank", **options)).get_function("fused_rank_f32")
-    if mutant:
-        with pytest.raises(AssertionError):
-            assert_fused_rank_equals_the_model(kernel, launches, outputs, True, "two-row-blocks, an L4's settings")
-    else:
-        assert_fused_rank_equals_the_model(kernel, launches, outputs, True, "two-row-blocks, an L4's settings")
+    want = assert_fused_rank_equals_the_model(module("fused_rank", **options).get_function("fused_rank_f32"), launches,
+                                              outputs, True, "two-row-blocks, an L4's settings")
+    mutated = mutated_module(tmp_path, "fused_rank", "fused_rank_body.cuh", "in_shared = n_tests <= FUSED_WORDS;",
+                             "in_shared = n_tests <= FUSED_SHARED_TESTS;", **options)
+    assert caught(mutated.get_function("fused_rank_f32"), launches, outputs, want, rank_outputs)
 
 
 def assert_fused_rank_equals_the_model(kernel, launches, outputs, exact, case):
