@@ -1,10 +1,14 @@
 import os
+import shutil
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
 import pytest
+
+NVCC = shutil.which("nvcc")  # the CUDA compiler, for the tests that compile the kernels with it
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 
 def random_problem(rng, n_users=40, n_items=30, n_factors=4, train_density=0.2, test_density=0.1,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import gpu_model
+from conftest import NVCC, needs_nvcc
 from emulation.emulator import HEADER, EmulationError, RawModule, compiler, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
@@ -1057,7 +1058,6 @@ SETTINGS = r"""
 gr_settings GR_ARCH RANK_CELLS RANK_BLOCKS_F32 RANK_BLOCKS_F64 FUSED_WORDS GR_SETTING_REDUX
 """
 SETTINGS_ARCHS = (750, 800, 860, 870, 890, 900, 1000, 1030, 1200)
-NVCC = shutil.which("nvcc")
 
 
 def settings(command):
@@ -1078,7 +1078,7 @@ def settings(command):
     return values[0], tuple(values[1:])
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+@needs_nvcc
 def test_the_emulation_takes_each_gpus_settings(tmp_path):
     """With GR_EMULATED_ARCH, the emulation compiles the kernels with a GPU's own settings (rank_tile's cells and
     blocks an SM, fused_rank's shared counts, REDUX or shuffles): the same as nvcc's device pass for that GPU, at

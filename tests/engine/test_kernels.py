@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 import nvrtc
+from conftest import NVCC, needs_nvcc
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import exact_scores, tie_keys
 from gpureco.engine._scores import order_key
 
 KERNELS = sorted(_gpu.kernels_dir().glob("*.cu"))
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 
 def test_there_are_kernels():
