@@ -14,6 +14,7 @@ import pytest
 
 import gpu_model
 from conftest import NVCC, needs_nvcc
+from emulation.device import GPUS
 from emulation.emulator import HEADER, EmulationError, RawModule, compiler, have_compiler
 from gpureco.engine import _gpu
 from gpureco.engine._cpu_ranks import tie_keys
@@ -1100,7 +1101,8 @@ def test_the_emulation_takes_each_gpus_settings(tmp_path):
     assert seen[750][4] == 0 and seen[800][4] == 1
 
 
-OTHER_GPUS = {"A100": 800, "L4": 890}  # (rank_tile's tables: 512 cells on both; their blocks an SM are launch bounds)
+OTHER_GPUS = {name: GPUS[name]["arch"] for name in ("A100", "L4")}  # (rank_tile's tables: 512 cells on both; their
+# blocks an SM are launch bounds)
 
 
 def test_rank_tile_with_other_gpus_settings_equals_the_model(tmp_path):
