@@ -10,13 +10,12 @@ from emulation.emulator import RawModule
 # A GPU as gpureco sees it: the kernels' settings (GR_EMULATED_ARCH: kernels/common.cuh), its compute
 # capability (_gpu.tensor_cores) and the shared memory a block may opt in to (_gpu.fused_rank_fits), in bytes
 # (as tests/engine/test_kernels.py MAX_BLOCK_SHARED). Of the settings' five sets (tests/emulation/test_emulator.py
-# test_the_emulation_takes_each_gpus_settings), an RTX 30, 40 or 50, A10 or L40 takes an L4's, an H200, B200 or
-# B300 an H100's; Orin's (rank_tile's as an L4, fused_rank's as an A100) is not here.
+# test_the_emulation_takes_each_gpus_settings), an RTX 30, 40 or 50, A10 or L40 takes an L4's; an H100's (H200,
+# B200, B300) are the emulation's default; Orin's (rank_tile's as an L4, fused_rank's as an A100) is not here.
 GPUS = {
     "T4": dict(arch=750, compute_capability="75", shared_optin=64 * 1024),
     "A100": dict(arch=800, compute_capability="80", shared_optin=166_912),
     "L4": dict(arch=890, compute_capability="89", shared_optin=101_376),
-    "H100": dict(arch=900, compute_capability="90", shared_optin=232_448),
 }
 
 

@@ -1101,16 +1101,12 @@ def test_the_emulation_takes_each_gpus_settings(tmp_path):
     assert seen[750][4] == 0 and seen[800][4] == 1
 
 
-OTHER_GPUS = {name: GPUS[name]["arch"] for name in ("A100", "L4")}  # (rank_tile's tables: 512 cells on both; their
-# blocks an SM are launch bounds)
-
-
 def test_rank_tile_with_other_gpus_settings_equals_the_model(tmp_path):
     """rank_tile as an A100 and the GPUs of 99 KB a block (RTX 30 to 50, A10, L4, L40, T4) compile it: tables of
     512 and 256 cells, which an H100's kernel does not build (2,048 and 1,024): the model's counts, every case.
     The mutant, a large block's table of 2,048 cells whatever the GPU's, passes with an H100's settings (the two are
     equal there) and is caught here (a table past its shared memory)."""
-    arch = OTHER_GPUS["A100"]
+    arch = GPUS["A100"]["arch"]  # (rank_tile's tables: an L4's too; their blocks an SM are launch bounds)
     real = module("rank_tile", arch=arch)
     for case, kw in RANK_CASES.items():
         p = Problem(**kw)
@@ -1166,7 +1162,7 @@ def test_fused_rank_with_the_settings_of_99_kb_gpus_equals_the_model(tmp_path):
     launches, outputs = p.fused_launches(batch.astype(np.int64), span, False)
     per_block = np.add.reduceat(p.test[batch].sum(axis=1), np.arange(0, batch.shape[0], _gpu.FUSED_USERS))
     assert (per_block <= shared_tests).all() and (per_block > shared_tests * 2 // 5).any()
-    options = dict(shared_tests=shared_tests, arch=OTHER_GPUS["L4"])
+    options = dict(shared_tests=shared_tests, arch=GPUS["L4"]["arch"])
     want = assert_fused_rank_equals_the_model(module("fused_rank", **options).get_function("fused_rank_f32"), launches,
                                               outputs, True, "two-row-blocks, an L4's settings")
     mutated = mutated_module(tmp_path, "fused_rank", "fused_rank_body.cuh", "in_shared = n_tests <= FUSED_WORDS;",
