@@ -38,7 +38,7 @@ def test_each_gpu_gives_the_cpus_numbers(monkeypatch, gpu):
     """Two problems: 14 users of 9,000 items in score tiles of 5,000 and rank_tile blocks of
     4,096 (a user's table has the GPU's full cells in the blocks of 4,096 and 4,000 items, half
     as many in the one of 904), TF32 mode in split tiles; 150 users of 1,000 items for the fused
-    kernels (two row blocks, the first of about 2,500 test items: in shared memory with an A100's
+    kernels (two row blocks, the first of about 2,400 test items: in shared memory with an A100's
     or H100's settings, in global memory with an L4's)."""
     monkeypatch.setattr(_gpu, "TILE_ITEMS", 5000)
     monkeypatch.setattr(_gpu, "RANK_SPAN", 4096)
