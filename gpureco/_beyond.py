@@ -93,7 +93,10 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
     popularity : array of shape (n_items,), default=None
         Number of training users of each item (for example
         ``np.bincount(X_train.indices, minlength=n_items)`` of a canonical CSR ``X_train``);
-        needed by Surprisal, ARP and Tail (or ``train``).
+        needed by Surprisal, ARP and Tail (or ``train``). For Surprisal, at most
+        ``n_train_users``. A pandas Series is read by its index, the item ids (as from
+        ``train["item"].value_counts()``; an item it lacks has popularity 0); ``item_vectors``
+        as a DataFrame and ``item_categories`` as a Series likewise, with a row for every item.
     n_train_users : int, default=None
         :math:`N`, the number of training users (at least 2); needed by Surprisal (or ``train``).
     item_vectors : float array of shape (n_items, d), default=None
@@ -200,9 +203,9 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
             train_popularity = np.bincount(train_rows.indices, minlength=n_items)  # duplicates were summed
             train_users = int(np.count_nonzero(np.diff(train_rows.indptr)))
     popularity, item_vectors, item_categories = (
-        None if x is None else _backend.to_host(x, name)
-        for x, name in ((popularity, "popularity"), (item_vectors, "item_vectors"),
-                        (item_categories, "item_categories")))
+        None if x is None else _by_item(_backend.to_host(x, name), name, n_items, fill)
+        for x, name, fill in ((popularity, "popularity", 0), (item_vectors, "item_vectors", None),
+                              (item_categories, "item_categories", None)))
     if train is not None:
         popularity = train_popularity if popularity is None else popularity
         if n_train_users is None and train_users < 2 and "Surprisal@K" in selection.names:
@@ -232,6 +235,11 @@ def beyond_accuracy(lists, metrics, k=None, *, n_items, popularity=None, n_train
                              f"{int(bad.sum())} that are not, for example {float(popularity[first])!r} for item {first}.")
     if n_train_users is not None:
         n_train_users = v.check_int(n_train_users, "n_train_users", low=2)
+        if popularity is not None and "Surprisal@K" in selection.names and np.any(popularity > n_train_users):
+            first = int(np.argmax(popularity > n_train_users))
+            raise ValueError(f"'popularity' counts training users, at most n_train_users={n_train_users} (Surprisal "
+                             f"is log2(n_train_users / popularity), scaled to [0, 1]); got "
+                             f"{float(popularity[first])!r} for item {first}.")
     if item_vectors is not None:
         item_vectors = _unit_vectors(item_vectors, lists, n_items)
     if item_categories is not None:
@@ -429,6 +437,29 @@ def _unit_vectors(item_vectors, lists, n_items):
                          f"undefined otherwise); item {int(np.flatnonzero(bad)[0])} is not "
                          f"({int(bad.sum())} listed items are not).")
     return vectors / np.where(norms > 0, norms, 1.0)[:, None]
+
+
+def _by_item(x, name, n_items, fill):
+    """A pandas Series or DataFrame given per item, read by its index: the item ids 0 ..
+    n_items - 1, items it lacks taking `fill` (popularity 0: a value_counts() has no row for
+    an item nobody took) or refused where there is none; anything else as it is, by position."""
+    if not isinstance(x, (pd.Series, pd.DataFrame)):
+        return x
+    what = f"'{name}' as a pandas {type(x).__name__} is read by its index, the item ids 0 .. n_items - 1 = {n_items - 1}"
+    labels = x.index
+    if not pd.api.types.is_integer_dtype(labels.dtype):
+        raise TypeError(f"{what}; got an index of dtype {labels.dtype}. Pass an array to read it by position.")
+    ids = labels.to_numpy(dtype=np.int64, copy=False) if labels.size else np.zeros(0, np.int64)
+    outside = (ids < 0) | (ids >= n_items)
+    if np.any(outside):
+        raise ValueError(f"{what}; got {int(outside.sum())} outside that range, for example {int(ids[outside][0])}.")
+    if labels.has_duplicates:
+        raise ValueError(f"{what}; got item {int(labels[labels.duplicated()][0])} more than once.")
+    if ids.size < n_items and fill is None:
+        lacking = np.setdiff1d(np.arange(n_items), ids)
+        raise ValueError(f"{what}, one row per item; got none for {lacking.size} items, for example item "
+                         f"{int(lacking[0])}.")
+    return x.reindex(range(n_items), fill_value=fill).to_numpy()
 
 
 def _category_codes(item_categories, n_items):

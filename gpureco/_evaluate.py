@@ -27,7 +27,8 @@ def evaluate(scores, X_test, X_train=None, metrics=("P", "AP", "NDCG"), k=10, *,
     row of ``X_train`` is ranked by descending score, ties by ascending item index (or the
     seeded key with ``break_ties_with_noise=True``), and every metric follows from the
     ranks of the test items. Scores are compared as float64 (float32, float16 and bfloat16
-    scores convert exactly), so both backends give the same numbers. To evaluate the same
+    scores convert exactly; integers beyond 2**53 and longdouble are rounded, and scores that
+    round to one float64 tie), so both backends give the same numbers. To evaluate the same
     interactions again and again (every epoch), build an :class:`Evaluator` once instead.
 
     Parameters

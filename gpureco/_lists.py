@@ -70,7 +70,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         LensKit's, RePlay's and RecBole's "binary").
     user_col, item_col, score_col, rank_col, value_col : str
         The names of the ``user``, ``item``, ``score``, ``rank`` and ``rating`` columns in
-        ``recs`` and ``truth`` (the results keep the names ``user`` ...).
+        ``recs`` and ``truth`` (the results keep the names ``user`` ...). A ``score_col``,
+        ``rank_col`` or ``value_col`` other than its default must name a column of its frame.
     convention, ties, relevance_threshold, persistence
         As in :func:`evaluate` (docs/peers.md); a list is its own length (LensKit's
         denominators), and ``ties`` orders equal scores by item: "first" or "last" only (the
@@ -123,6 +124,12 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     ignored = [target for given, target in names.items() if given != target and target not in names]
     recs, truth = (v.as_pandas(_from_dict(x, name), name, what) for x, name, what in (
         (recs, "recs", "recommendations"), (truth, "truth", "held-out items")))
+    defaults = dict(score_col=("score", score_col, recs, "recs"), rank_col=("rank", rank_col, recs, "recs"),
+                    value_col=("rating", value_col, truth, "truth"))
+    for parameter, (default, given, frame, name) in defaults.items():  # a name given, and misspelled?
+        if given != default and given not in frame.columns:
+            raise ValueError(f"'{name}' has no column {given!r} ({parameter}); got columns {list(frame.columns)} "
+                             f"(leave {parameter} at its default, {default!r}, where there is none).")
     recs, truth = (x.drop(columns=[c for c in ignored if c in x.columns]).rename(columns=names) for x in (recs, truth))
     options = Options(convention, ties, gain, relevance_threshold, persistence)
     if options.tie_mode:
@@ -145,7 +152,7 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     # scores go by ascending item); the per-row arrays go as soon as they are used (1M lists of 10: 10M rows)
     keys = group_by + ["user"]
     list_id, n_lists = _list_ids(recs, keys)
-    item_codes, item_values = pd.factorize(pd.concat([recs["item"], truth["item"]], ignore_index=True), sort=True)
+    item_codes, item_values = pd.factorize(v.concat_ids([recs["item"], truth["item"]]), sort=True)
     n_codes = max(len(item_values), 1)
     item_codes = item_codes.astype(np.int32 if n_codes <= np.iinfo(np.int32).max else np.int64)  # half the bytes
     rec_item, truth_item = item_codes[: len(recs)], item_codes[len(recs):].astype(np.int64)

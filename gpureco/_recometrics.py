@@ -113,10 +113,11 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     batch_size : int, default=None
         Users per score block; by default as many as fit in ``max_memory``.
     max_memory : int, default=None
-        Bytes of workspace. On the CPU (default 256 MiB, grown to the minimum below for huge
-        catalogues): the block of batch_size users' scores (4 bytes per score for float32
-        factors, else 8) plus 8 score rows per ranking thread; fewer threads run where the
-        budget needs it, and a budget below 9 rows (one user and one thread) is an error. On
+        Bytes of workspace. On the CPU (default 256 MiB, grown to one user's row for huge
+        catalogues): blocks of batch_size users' scores (4 bytes per score for float32
+        factors, else 8), by default about 48 MiB (at least 64 users) each, two where the budget
+        holds them (one scored while the other is ranked), else one as large as it allows; a
+        budget below one user's row is an error. On
         the GPU (default 1 GiB): score tiles of up to 65,536 items per user of the batch, and
         the batch's test items; a CUDA out-of-memory error halves the batch and retries. At
         least one user per batch; the inputs and the per-user results come on top of it.
@@ -178,6 +179,8 @@ def calc_reco_metrics(X_train, X_test, A, B, k=5, item_biases=None, as_df=True, 
     """
     X_train, X_test = v.interactions(X_train, X_test)
     n_users, n_items = X_test.shape
+    if n_items == 0:  # (else: "'k' must be an int in the range [1, 0]")
+        raise ValueError(f"'X_test' must have at least one item (column) to rank; got shape {X_test.shape}.")
     k = v.check_int(k, "k", low=1, high=n_items)
     flags = dict(precision=precision, trunc_precision=trunc_precision, recall=recall,
                  average_precision=average_precision, trunc_average_precision=trunc_average_precision,

@@ -82,6 +82,9 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if X_train.shape != (n_users, n_items):
         raise ValueError(f"'X_train' must have shape ({n_users}, {n_items}) (users of 'A', items of 'B'); "
                          f"got {X_train.shape}.")
+    if n_items == 0:  # (else: "'k' must be an int in the range [1, 0]")
+        raise ValueError(f"'{'B' if B is not None else 'item_biases'}' must hold at least one item to list; got "
+                         f"shape {(B if B is not None else item_biases).shape}.")
     k = v.check_int(k, "k", low=1, high=n_items)  # a list longer than the catalogue says nothing more
     if users is None:
         users = np.arange(n_users, dtype=np.int64)
@@ -91,7 +94,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     break_ties_with_noise, tf32 = v.check_flag(break_ties_with_noise, "break_ties_with_noise"), v.check_flag(tf32, "tf32")
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = o.backend_for(device, output)
-    index = o.user_index(user_ids, n_users, "user_ids")
+    index = o.user_index(user_ids, n_users, "user_ids", of="X_train" if A is None else "A")
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items, of="B" if B is not None else "item_biases")
     problem = Problem(X_train, X_train, A, B, item_biases, seed, break_ties_with_noise, backend, tf32)
     items, scores = engine_top_k(problem, users, k, batch_size, max_memory)

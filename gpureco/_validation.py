@@ -117,6 +117,15 @@ def check_same_ids(columns, column_name, who):
                         + ", ".join(f"{kind} in {label(name)}" for name, kind in kinds) + ".")
 
 
+def concat_ids(columns):
+    """The ids of several columns in one Series, each id as it was: pandas would make int64 and
+    uint64 (or int and float) columns float64, merging ids above 2**53; such a mix goes as objects."""
+    dtypes = {column.dtype for column in columns if len(column)}
+    lossy = len(dtypes) > 1 and all(isinstance(d, np.dtype) for d in dtypes) and (
+        any(d.kind in "iu" for d in dtypes) and np.result_type(*dtypes).kind not in "iu")
+    return pd.concat([column.astype(object) if lossy else column for column in columns], ignore_index=True)
+
+
 def check_sizes(batch_size, max_memory):
     """batch_size and max_memory: None, or integers >= 1."""
     return tuple(None if value is None else check_int(value, name, low=1)

@@ -338,6 +338,8 @@ def _calc_cases():
                         lambda x=value: calc(A=_nan_at(A0, (1, 0), x)), "warning", r"rule 4 \(a NaN or infinite score"))
         out.append(Case(f, f"'X_test' holding {label}", lambda x=value: calc(X_test=_nan_at(XTE0, (0, 1), x)), "error",
                         r"'X_test' values must be finite"))
+    out.append(Case(f, "no items at all", lambda: calc(X_train=XTR0[:, :0], X_test=XTE0[:, :0], B=B0[:0]), "error",
+                    r"'X_test' must have at least one item \(column\) to rank; got shape \(5, 0\)"))
     out.append(Case(f, "'A' scaled by 1e38 (one factor: same order)", lambda: calc(A=A1 * 1e38, B=B1), "answer",
                     lambda: calc(A=A1, B=B1)))
     out.append(Case(f, "float32 'A' and 'B' of 1e38 (the float32 product overflows)",
@@ -541,6 +543,10 @@ def _top_k_cases():
                     lambda: top_k(A=_nan_at(A0, (0, 0)))))
     out.append(Case(f, "'X_train' of another shape", lambda: top_k(X_train=XTR0[:, :-1]), "error",
                     r"'X_train' must have shape \(5, 7\)"))
+    out.append(Case(f, "no items at all", lambda: top_k(B=B0[:0], X_train=None, k=1), "error",
+                    r"'B' must hold at least one item to list; got shape \(0, \d+\)"))
+    out.append(Case(f, "'user_ids' of another length", lambda: top_k(user_ids=["a"], output="pandas"), "error",
+                    r"'user_ids' must hold one id per row of 'A' \(5\); got 1 ids"))
     out.append(Case(f, "'A' 1-d", lambda: top_k(A=A0[:, 0]), "error", r"'A' must be 2-dimensional"))
     out.append(Case(f, "'B' 1-d", lambda: top_k(B=B0[:, 0]), "error", r"'B' must be 2-dimensional"))
     out.append(Case(f, "'A' as a scalar", lambda: top_k(A=1.0), "error", r"'A' must be 2-dimensional"))
@@ -717,9 +723,14 @@ def _beyond_cases():
             ("masked", np.ma.masked_array(POP0, mask=POP0 > 2), TypeError, r"'popularity' is a NumPy masked array"),
             ("2-d", POP0[None], ValueError, r"'popularity' must hold n_items=6")):
         out.append(Case(f, f"'popularity' {label}", lambda x=value: beyond(popularity=x), "error", regex, exception))
-    out.append(Case(f, "'popularity' of 1e300 (ARP, Surprisal)", lambda: beyond(popularity=POP0 * 1e300), "answer",
+    out.append(Case(f, "'popularity' of 1e300 and 'n_train_users' of 1e301 (ARP, Surprisal)",
+                    lambda: beyond(popularity=POP0 * 1e300, n_train_users=10**301), "answer",
                     lambda: {**beyond(), "ARP@3": beyond()["ARP@3"] * 1e300,
-                             "Surprisal@3": beyond(popularity=POP0 * 1e300)["Surprisal@3"]}, rtol=1e-15))
+                             "Surprisal@3": beyond(popularity=POP0 * 1e300, n_train_users=10**301)["Surprisal@3"]},
+                    rtol=1e-15))
+    out.append(Case(f, "'popularity' above 'n_train_users' (Surprisal's log2(N / c) would be negative)",
+                    lambda: beyond(popularity=POP0 * 3), "error",
+                    r"'popularity' counts training users, at most n_train_users=10 .*; got 15.0 for item 0"))
     for label, transform in (("float32", lambda x: x.astype(np.float32)), ("int", lambda x: x.astype(int)),
                              ("Fortran-ordered", np.asfortranarray), ("big-endian", lambda x: x.astype(">f8"))):
         out.append(Case(f, f"'item_vectors' as {label}", lambda t=transform: beyond(item_vectors=t(VEC0)), "answer",

@@ -228,6 +228,18 @@ ERRORS = [
     (dict(metrics="Tail@2", popularity=np.ones(4), head_fraction=1.0), ValueError, r"'head_fraction' must be a float in the open interval"),
     (dict(n_items=0), ValueError, r"'n_items' must be an int in the range \[1, 2147483647\]; got 0"),
     (dict(metrics="Gini", k=None), ValueError, r"Metric 'Gini' in 'metrics' needs a cut-off"),
+    (dict(metrics="Surprisal@2", popularity=np.array([10, 0, 0, 1]), n_train_users=4), ValueError,
+     r"'popularity' counts training users, at most n_train_users=4 .*; got 10.0 for item 0"),
+    (dict(metrics="ARP@2", popularity=pd.Series([1.0, 2.0], index=["a", "b"])), TypeError,
+     r"'popularity' as a pandas Series is read by its index, the item ids 0 .. n_items - 1 = 3; got an index of dtype"),
+    (dict(metrics="ARP@2", popularity=pd.Series([1, 2], index=[0, 7])), ValueError,
+     r"'popularity' as a pandas Series .*; got 1 outside that range, for example 7"),
+    (dict(metrics="ARP@2", popularity=pd.Series([1, 2], index=[2, 2])), ValueError,
+     r"'popularity' as a pandas Series .*; got item 2 more than once"),
+    (dict(metrics="CategoricalDiversity@2", item_categories=pd.Series(list("abc"), index=[3, 2, 1])), ValueError,
+     r"'item_categories' as a pandas Series .*, one row per item; got none for 1 items, for example item 0"),
+    (dict(metrics="ILD@2", item_vectors=pd.DataFrame(np.ones((4, 2)), index=[0, 1, 2, 2])), ValueError,
+     r"'item_vectors' as a pandas DataFrame .*; got item 2 more than once"),
 ]
 
 
@@ -237,6 +249,33 @@ def test_beyond_accuracy_rejects(change, error, message):
     kw.update(change)
     with pytest.raises(error, match=message):
         gpureco.beyond_accuracy(**kw)
+
+
+def test_pandas_item_values_are_read_by_item_id():
+    """popularity, item_categories and item_vectors as pandas objects go by their index (the
+    item ids), not their position: popularity as value_counts() makes it (most popular first,
+    no row for an item nobody took)."""
+    train = pd.DataFrame({"user": [0, 1, 2, 3, 0, 1, 2], "item": [3, 3, 3, 3, 1, 1, 0]})
+    lists = np.array([[3, 2], [0, 1]])
+    counts = train["item"].value_counts()  # index [3, 1, 0]: item 2 missing
+    by_array = np.array([1, 2, 0, 4])
+    metrics = ["ARP@2", "Tail@2", "Surprisal@2"]
+    want = gpureco.beyond_accuracy(lists, metrics, n_items=4, popularity=by_array, n_train_users=4)
+    got = gpureco.beyond_accuracy(lists, metrics, n_items=4, popularity=counts, n_train_users=4)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(want["ARP@2"], [2.0, 1.5])
+    order = [2, 0, 3, 1]
+    categories = np.array(["a", "b", "a", "c"])
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, -1.0]])
+    want = gpureco.beyond_accuracy(lists, ["CategoricalDiversity@2", "ILD@2"], n_items=4, item_categories=categories,
+                                   item_vectors=vectors)
+    got = gpureco.beyond_accuracy(lists, ["CategoricalDiversity@2", "ILD@2"], n_items=4,
+                                  item_categories=pd.Series(categories[order], index=order),
+                                  item_vectors=pd.DataFrame(vectors[order], index=order))
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(want["CategoricalDiversity@2"], [1.0, 1.0])
 
 
 def test_tail_head_size_is_not_fooled_by_rounding():

@@ -53,6 +53,29 @@ def test_scores_and_score_function_equal_the_factor_model(device, case):
 
 
 @pytest.mark.parametrize("device", BACKENDS)
+@pytest.mark.parametrize("batch_size", [1, 3, 50])
+def test_a_score_function_that_reuses_its_buffer(device, batch_size, rng):
+    """A score function may return the same array at every call (a view of one buffer it
+    fills, as with torch's out=): a batch is ranked before the next batch's rows are asked for."""
+    X_train, X_test, _, _ = random_problem(rng, n_users=300, n_items=60)
+    X_train, X_test = to_csr(X_train), to_csr(X_test)
+    scores = rng.standard_normal(X_test.shape)
+    buffer = np.empty_like(scores)
+
+    def score_fn(users):
+        users = np.asarray(users if isinstance(users, np.ndarray) else users.get())
+        out = buffer[: users.shape[0]]
+        out[:] = scores[users]
+        return out
+    kw = dict(metrics=ALL, k=5, device=device, batch_size=batch_size)
+    want = quiet(gpureco.evaluate, scores, X_test, X_train, **kw)
+    for _ in range(3):
+        got = quiet(gpureco.evaluate, score_fn, X_test, X_train, **kw)
+        for name in want.columns:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("device", BACKENDS)
 def test_matches_reference_with_ties_and_float32(device, rng):
     X_train, X_test, _, _ = random_problem(rng, n_users=40, n_items=30)
     scores = rng.integers(-3, 4, size=X_test.shape).astype(np.float32)  # many ties

@@ -250,7 +250,21 @@ ERRORS = [
      r"'recs' column 'item' has 1 missing values \(NaN/None\), the first at row 1; ids must be present"),
     (dict(truth=TRUTH.assign(user=[1, np.nan])), ValueError, r"'truth' column 'user' has 1 missing values"),
     (dict(recs=RECS.to_numpy()), TypeError, r"'recs' must be a DataFrame of recommendations \(pandas, or polars\); got ndarray"),
+    # a column named and misspelled: the rating column would be dropped as one of the others, silently
+    (dict(value_col="foo"), ValueError, r"'truth' has no column 'foo' \(value_col\); got columns \['user', 'item'\] "
+                                        r"\(leave value_col at its default, 'rating', where there is none\)"),
+    (dict(rank_col="pos"), ValueError, r"'recs' has no column 'pos' \(rank_col\)"),
+    (dict(score_col="s"), ValueError, r"'recs' has no column 's' \(score_col\)"),
 ]
+
+
+def test_item_ids_that_pandas_would_merge_stay_apart():
+    """int64 item ids in recs and uint64 in truth: pandas' concat makes them float64, where 2**60
+    and 2**60 + 1 are one number (a false duplicate in the list, or a false hit)."""
+    recs = pd.DataFrame({"user": [0, 0], "item": np.array([2**60, 2**60 + 1], np.int64), "rank": [1, 2]})
+    truth = pd.DataFrame({"user": [0], "item": np.array([2**60 + 1], np.uint64)})
+    got = gpureco.evaluate_lists(recs, truth, metrics=["P@1", "P@2", "RR@2"])
+    np.testing.assert_array_equal(got.to_numpy(), [[0.0, 0.5, 0.5]])
 
 
 @pytest.mark.parametrize("change,error,message", ERRORS, ids=[c[2][:40] for c in ERRORS])

@@ -334,6 +334,8 @@ def write_report(results, path="gpureco_report.html", *, activity=None, title="g
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm", ".md"):
         raise ValueError(f"'path' must end in .html or .md; got {str(path)!r}.")
+    if blocked_files_folder(path):
+        raise ValueError(f"'path' {str(path)!r}: {files_folder_problem(blocked_files_folder(path))}")
     items = None
     if lists is not None:
         if popularity is None or X_test is None:
@@ -387,8 +389,24 @@ def _number(x):
     return f"{x:.4g}"
 
 
+def files_folder(path):
+    """The folder of a Markdown report's images and table copies: <name>_files beside it."""
+    return Path(path).with_name(Path(path).stem + "_files")
+
+
+def blocked_files_folder(path):
+    """The folder of a Markdown report where a file of that name is in the way (checked before any work), else None."""
+    folder = files_folder(path)
+    return folder if Path(path).suffix.lower() == ".md" and folder.exists() and not folder.is_dir() else None
+
+
+def files_folder_problem(folder):
+    return (f"a Markdown report puts its images and tables in {str(folder)!r}, which is a file; move it, or choose "
+            "another name or an .html report.")
+
+
 def _markdown(title, blocks, path):
-    folder = path.with_name(path.stem + "_files")
+    folder = files_folder(path)
     parts, figure = [f"# {title}"], 0
     for kind, *content in blocks:
         if kind in ("h2", "h3"):

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 usage or input error (bad arguments, a file that is missing, unreadable
 or wrong, with the file and row named); 3 a feature this installation lacks (an optional package
-such as pyarrow, or a GPU for --device gpu); 1 an unexpected error (a bug: please
+such as pyarrow, or a GPU for --device gpu) or the command line does not offer (a metric of the
+Python API's); 1 an unexpected error (a bug: please
 report it with the traceback); 130 interrupted.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ from .._evaluate import evaluate
 from .._lists import evaluate_lists
 from .._recometrics import calc_reco_metrics
 from .._top_k import top_k
-from ..analysis._report import latex_table, metric_columns, model_summary, write_report
+from ..analysis._report import (blocked_files_folder, files_folder_problem, latex_table, metric_columns, model_summary,
+                                write_report)
 from ..analysis._stats import compare
 from ..data import _io
 from ..data._interactions import DUPLICATES, IdMap, RowError, combine_duplicates, from_csr, to_csr
@@ -35,7 +37,8 @@ from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
 from ..engine._backend import GpuUnavailable
 from ..engine._conventions import Options
-from ..engine._registry import CONVENTIONS, GAINS, METRICS, NAN_REASONS, column_name, parse_metrics
+from ..engine._registry import (BEYOND_METRICS, CONVENTIONS, GAINS, METRICS, NAN_REASONS, NotAvailableHere,
+                                column_name, parse_metrics)
 
 _CUT_OFF = re.compile(r"^[A-Za-z_]+@\d+$")  # metric columns of a results file: NDCG@10, ..., and the AUCs
 _WHOLE_POOL = {m.column for m in METRICS if m.column.endswith("AUC")}
@@ -125,9 +128,12 @@ def cmd_demo(args):
         raise UsageError(f"'-k' must be a cut-off from 1 to --items ({args.items}); got {args.k}.")
     if args.seed < 0:
         raise UsageError(f"'--seed' must be 0 or more; got {args.seed}.")
-    report = None if args.no_report else args.report
+    _check_device(args)
+    if args.no_report and args.report is not None:
+        raise UsageError(f"--report {args.report} and --no-report: give one of them.")
+    report = None if args.no_report else args.report or "gpureco_demo_report.html"
     if report is not None:
-        _io.check_output(report, REPORT_OUT, "report")
+        _check_outputs(args, ((report, REPORT_OUT, "report"),))
     started = time.perf_counter()
     headline, _, path = run_demo(args.users, args.items, k=args.k, seed=args.seed, device=args.device, report=report,
                                  echo=(lambda line: None) if args.quiet else print)
@@ -147,12 +153,18 @@ def _selection(args, lists=False):
     except ValueError:
         raise UsageError(f"'-k' must be a cut-off or a comma-separated list of them, such as 10 or 5,10; "
                          f"got {args.k!r}.") from None
-    spec = args.metrics or (DEFAULT_LIST_METRICS if lists else DEFAULT_METRICS)
+    spec = args.metrics if args.metrics is not None else DEFAULT_LIST_METRICS if lists else DEFAULT_METRICS
     allowed = [m.column for m in METRICS if not (lists and m.column in ("ROC_AUC", "PR_AUC"))]
     try:
         return parse_metrics([name.strip() for name in spec.split(",") if name.strip()], ks, allowed=allowed)
     except OverflowError:  # a cut-off of 20 digits
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: a cut-off is too large.") from None
+    except NotAvailableHere as error:  # exit 3: one of the Python API's metrics (exit 2: an AUC from lists)
+        if error.args[1] in [m.column for m in METRICS]:
+            raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error.args[0]}") from None
+        api = "" if error.args[1] in [m.column for m in BEYOND_METRICS] else \
+            " The Python API computes it (docs/metrics.md)."  # (beyond_accuracy's: named by the error)
+        raise NotAvailableHere(f"--metrics {spec!r}: {error.args[0]}{api}") from None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
 
@@ -205,6 +217,8 @@ def _has_rows(data, path, what):
 
 
 def _separator(args):
+    if args.sep == "":
+        raise UsageError("'--sep' must be a separator (',', 'tab', ';', '::', ...); got an empty one.")
     return None if args.sep is None else SEPARATORS.get(args.sep, args.sep)
 
 
@@ -246,11 +260,34 @@ def _known_only(args, frame, path, ids, whose):
     if args.unknown == "error":
         row = int(np.flatnonzero(unknown)[0])
         column = "user" if not known[0][row] else "item"
+        _ids_read_as_text(frame, column, path, getattr(ids, f"{column}s"))
         raise _io.InputError(f"{_io.where(path, row)}: {column} {_shown(frame[column].iloc[row])} is not {whose} "
                              f"({int(unknown.sum())} rows have such ids); --unknown drop leaves those rows out.")
     left_out = {"rows": int(unknown.sum()), "users": int(frame["user"][~known[0]].nunique()),
                 "items": int(frame["item"][~known[1]].nunique())}
     return frame[~unknown], left_out
+
+
+def _ids_read_as_text(frame, column, path, model_ids):
+    """Where the model's ids are numbers but a file's id column was read as text (_io: ids are numbers only where
+    every one is written as it prints), the cell that made it text: an error naming it (else None)."""
+    texts = frame[column]
+    if texts.dtype.kind != "O" or not pd.api.types.is_numeric_dtype(model_ids.dtype):
+        return
+    numbers = pd.to_numeric(texts, errors="coerce").notna().to_numpy()
+    if not numbers.any():
+        return
+    if not numbers.all():
+        row = int(np.flatnonzero(~numbers)[0])
+        raise _io.InputError(f"{_io.where(path, row)}: {column} {_shown(texts.iloc[row])} is not a number, where "
+                             f"{int(numbers.sum())} other rows' are: the column's ids are read as text, and none "
+                             f"matches the model's ids (numbers).")
+    integers = texts.str.fullmatch(_io.CANONICAL_INT).to_numpy()
+    if integers.any() and not integers.all():
+        row, other = int(np.flatnonzero(~integers)[0]), int(np.flatnonzero(integers)[0])
+        raise _io.InputError(f"{_io.where(path, row)}: {column} {_shown(texts.iloc[row])} is not written as an "
+                             f"integer, where row {other}'s {_shown(texts.iloc[other])} is: ids written as numbers in "
+                             f"two ways are read as text (kept as written), and none matches the model's ids.")
 
 
 def _left_out_note(args, left_out, whose):
@@ -294,7 +331,7 @@ def _matrices(args, data, n_users=None, n_items=None):
         if X.shape != (n_users, n_items):
             raise _io.InputError(f"{path}: expected a matrix of shape ({n_users}, {n_items}) to match the model's "
                                  f"files; got {X.shape}.")
-    return (*_disjoint(args, train, test, IdMap(pd.RangeIndex(n_users), pd.RangeIndex(n_items))), {})
+    return (*_disjoint(args, train, test, _model_ids(args, n_users, n_items)), {})  # (ids: the results' labels)
 
 
 def _disjoint(args, X_train, X_test, ids):
@@ -366,9 +403,18 @@ def _check_outputs(args, outputs):
         if path:
             _io.check_output(path, suffixes, what)
             _check_not_an_input(args, path, what)
+            if suffixes is REPORT_OUT and blocked_files_folder(path):
+                raise UsageError(f"{path}: the {what}: {files_folder_problem(blocked_files_folder(path))}")
+
+
+def _check_device(args):
+    """--device as the API takes it (auto, cpu, gpu, cuda:N), before any work."""
+    if not re.fullmatch(r"auto|cpu|gpu|cuda:\d+", args.device):
+        raise UsageError(f"--device must be auto, cpu, gpu or cuda:N (N: a CUDA device number); got {args.device!r}.")
 
 
 def cmd_evaluate(args):
+    _check_device(args)
     selection = _selection(args, lists=args.recs is not None)
     models = [args.factors is not None, args.scores is not None, args.recs is not None]
     if sum(models) != 1:
@@ -386,10 +432,17 @@ def cmd_evaluate(args):
         A = _io.read_array(args.factors[0], 2, "user factors")
         B = _io.read_array(args.factors[1], 2, "item factors")
         n_users, n_items = A.shape[0], B.shape[0]
+        if A.shape[1] != B.shape[1] and min(A.shape[1], B.shape[1]) > 0:  # (none: the API says so)
+            raise _io.InputError(f"{args.factors[1]}: {B.shape[1]} factors an item, where {args.factors[0]} has "
+                                 f"{A.shape[1]} a user (--factors USERS ITEMS: one factor space).")
     else:
         scores = _io.read_array(args.scores, 2, "a score matrix (users x items)")
         n_users, n_items = scores.shape
     biases = _io.read_array(args.item_biases, 1, "item biases") if args.item_biases else None
+    if biases is not None and biases.shape[0] != n_items:
+        raise _io.InputError(f"{args.item_biases}: {biases.shape[0]} item biases for a model of {n_items} items "
+                             f"(--item-biases: one for each {'row' if args.factors else 'column'} of "
+                             f"{args.factors[1] if args.factors else args.scores}).")
     _check_cutoffs(args, selection, n_items, args.factors[1] if args.factors else args.scores)
     data = _data(args, provenance)
     if isinstance(data["train"], pd.DataFrame) != isinstance(data["test"], pd.DataFrame):
@@ -498,7 +551,9 @@ def _evaluate_lists(args, selection, provenance, conventions):
     except (TypeError, ValueError) as error:
         raise _io.InputError(f"{args.recs} (against {args.test}): {error}") from None
     _nan_note(args, per_user.attrs["nan_reasons"], len(per_user))
-    return _finish(args, per_user.reset_index(), provenance)
+    per_user = per_user.reset_index()
+    activity = train["user"].value_counts().reindex(per_user["user"], fill_value=0).to_numpy()  # training rows
+    return _finish(args, per_user, provenance, activity=activity)
 
 
 def _finish(args, per_user, provenance, activity=None, items=None):
@@ -531,6 +586,7 @@ _SPLIT_OPTIONS = {"leave-k-out": ("n", "min_train", "seed"), "last-n": ("n", "mi
                   "k-fold": ("folds", "fraction", "min_train", "seed"), "recometrics-all": ("fraction", "seed"),
                   "recometrics-separated": ("fraction", "users_fraction", "seed"),
                   "recometrics-joined": ("fraction", "users_fraction", "seed")}
+SPLIT_DEFAULTS = {"n": 1, "fraction": 0.2, "cutoff": None, "folds": 5, "users_fraction": 0.1, "min_train": 1, "seed": 1}
 
 
 def _check_split_options(args):
@@ -543,6 +599,13 @@ def _check_split_options(args):
     for option, value, ok, rule in checks:
         if not ok:
             raise UsageError(f"'{option}' must be {rule}; got {value}.")
+    takes = _SPLIT_OPTIONS[args.method]
+    for name, default in SPLIT_DEFAULTS.items():  # an option given that the method does not read
+        if name not in takes and getattr(args, name) != default:
+            shown = ", ".join(("-" if len(o) == 1 else "--") + o.replace("_", "-") for o in takes)
+            option = ("-" if len(name) == 1 else "--") + name.replace("_", "-")
+            raise UsageError(f"'{option}' does not apply to --method {args.method} (which takes {shown}); got "
+                             f"{option} {getattr(args, name)}.")
 
 
 def _split_parts(args, data):
@@ -776,7 +839,7 @@ def parser():
     demo.add_argument("-k", type=int, default=10, help="largest cut-off K (default 10)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--device", default="auto", help="auto, cpu, gpu or cuda:N (default auto)")
-    demo.add_argument("--report", default="gpureco_demo_report.html", help="report path, .html or .md "
+    demo.add_argument("--report", default=None, help="report path, .html or .md "
                       "(default gpureco_demo_report.html in the current directory)")
     demo.add_argument("--no-report", action="store_true", help="write no report")
 
@@ -825,15 +888,15 @@ def parser():
     split.add_argument("--out-dir", required=True, help="folder for train/test files (fold1/, fold2/, ... for k-fold)")
     split.add_argument("--format", choices=[".csv", ".parquet", ".npz", ".mtx"], help="output type (default: the "
                        "input's)")
-    split.add_argument("-n", type=int, default=1, help="leave-k-out / last-n: test interactions per user (default 1)")
-    split.add_argument("--fraction", type=float, default=0.2, help="last-fraction, time-cutoff, k-fold, recometrics-*: "
+    split.add_argument("-n", type=int, default=SPLIT_DEFAULTS["n"], help="leave-k-out / last-n: test interactions per user (default 1)")
+    split.add_argument("--fraction", type=float, default=SPLIT_DEFAULTS["fraction"], help="last-fraction, time-cutoff, k-fold, recometrics-*: "
                        "fraction of interactions to test (default 0.2)")
     split.add_argument("--cutoff", help="time-cutoff: the first test timestamp (instead of --fraction)")
-    split.add_argument("--folds", type=int, default=5, help="k-fold: number of folds (default 5)")
-    split.add_argument("--users-fraction", type=float, default=0.1, help="recometrics-separated/joined: fraction of "
+    split.add_argument("--folds", type=int, default=SPLIT_DEFAULTS["folds"], help="k-fold: number of folds (default 5)")
+    split.add_argument("--users-fraction", type=float, default=SPLIT_DEFAULTS["users_fraction"], help="recometrics-separated/joined: fraction of "
                        "users to test (default 0.1)")
-    split.add_argument("--min-train", type=int, default=1, help="training interactions a test user keeps (default 1)")
-    split.add_argument("--seed", type=int, default=1)
+    split.add_argument("--min-train", type=int, default=SPLIT_DEFAULTS["min_train"], help="training interactions a test user keeps (default 1)")
+    split.add_argument("--seed", type=int, default=SPLIT_DEFAULTS["seed"])
     data_options(split)
 
     cmp = command("compare", "compare models' per-user results (files written by evaluate --out)")
@@ -861,7 +924,7 @@ def main(argv=None):
         return done.code if isinstance(done.code, int) else USAGE
     try:
         return COMMANDS[args.command](args)
-    except (_optional.Unavailable, GpuUnavailable) as error:
+    except (_optional.Unavailable, GpuUnavailable, NotAvailableHere) as error:
         return _fail(args, "not available", error, UNAVAILABLE)
     except (ValueError, TypeError, OSError) as error:  # every input check raises one of these, naming the input
         return _fail(args, "error", error, USAGE)

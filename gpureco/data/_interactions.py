@@ -146,7 +146,7 @@ def to_csr(*frames, ids=None, user="user", item="item", value="value"):
         v.check_same_ids([(name, frame[column]) for frame, name in zip(frames, names)], column,
                          "the frames passed to to_csr")
     if ids is None:
-        ids = IdMap(*(pd.Index(pd.unique(pd.concat([f[col] for f in frames], ignore_index=True))).sort_values()
+        ids = IdMap(*(pd.Index(pd.unique(v.concat_ids([f[col] for f in frames]))).sort_values()
                       for col in (user, item)))
     else:
         ids = _checked_ids(ids)

@@ -80,6 +80,8 @@ def _headerless(path, sep=None):
 
 def _existing(path):
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: a folder, where a file is expected.")
     if not path.is_file():
         raise InputError(f"{path}: no such file.")
     return path
@@ -106,7 +108,7 @@ def read_frame(path, sep=None, id_columns=()):
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
-_CANONICAL_INT = r"0|-?[1-9][0-9]*"  # an integer as it prints: not '007', '+7', '-0', '7.0'
+CANONICAL_INT = r"0|-?[1-9][0-9]*"  # an integer as it prints: not '007', '+7', '-0', '7.0'
 
 
 def _ids_from_text(texts):
@@ -115,7 +117,7 @@ def _ids_from_text(texts):
     present = texts[texts.notna()]
     if present.empty:
         return texts
-    if present.str.fullmatch(_CANONICAL_INT).all():
+    if present.str.fullmatch(CANONICAL_INT).all():
         numbers = pd.to_numeric(texts)
         return numbers if numbers.dtype.kind in "iu" or texts.isna().any() else texts  # (past 64 bits: text)
     numbers = pd.to_numeric(texts, errors="coerce")  # floats as they print (1.0, 2.5: pandas' own float ids)
@@ -225,9 +227,9 @@ def _canonical(frame, path, columns):
     return frame[[*chosen.values(), *others]].set_axis([*chosen, *others], axis=1)
 
 
-def read_array(path, ndim=None, what="array"):
+def read_array(path, ndim=None, what="array", kinds="biuf"):
     """A NumPy array from a .npy file, checked (from its header, before the data are read) for its number of
-    dimensions and a real dtype."""
+    dimensions and a real dtype (or another of `kinds`)."""
     path = _existing(path)
     if suffix_of(path) != ".npy":
         raise InputError(f"{path}: expected {what} in a .npy file; got {suffix_of(path) or 'no suffix'}.")
@@ -240,8 +242,9 @@ def read_array(path, ndim=None, what="array"):
         raise InputError(f"{path}: not a NumPy .npy file (np.save writes one), or a damaged one.") from None
     if ndim is not None and len(shape) not in np.atleast_1d(ndim):
         raise InputError(f"{path}: expected {what} with {ndim} dimension(s); got shape {shape}.")
-    if dtype.kind not in "biuf":
-        raise InputError(f"{path}: expected {what} of real numbers; got dtype {dtype}"
+    if dtype.kind not in kinds:
+        raise InputError(f"{path}: expected {what} of {'real numbers' if kinds == 'biuf' else 'numbers or text'}; "
+                         f"got dtype {dtype}"
                          + (" (Python objects)." if dtype.hasobject else "."))
     try:
         return np.load(path, allow_pickle=False)
@@ -251,7 +254,8 @@ def read_array(path, ndim=None, what="array"):
 
 def read_ids(path):
     """Ids, one per row of a factor or score matrix: a .npy vector, or the first column of a CSV/Parquet file."""
-    array = read_array(path, 1, "ids") if suffix_of(path) == ".npy" else read_frame(path).iloc[:, 0].to_numpy()
+    array = (read_array(path, 1, "ids", kinds="biufUS") if suffix_of(path) == ".npy"
+             else read_frame(path).iloc[:, 0].to_numpy())
     ids = pd.Index(array)
     if ids.has_duplicates:
         raise InputError(f"{where(path, int(np.flatnonzero(ids.duplicated())[0]))}: id {ids[ids.duplicated()][0]!r} "

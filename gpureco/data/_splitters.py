@@ -37,6 +37,12 @@ class _Data:
                                f"({data[user].iloc[[row]].tolist()[0]!r}, {data[item].iloc[[row]].tolist()[0]!r}) at row {row}. Aggregate "
                                f"them first, e.g. frame.groupby([{user!r}, {item!r}], as_index=False).agg(...).",
                                name, row)
+            if timestamp:
+                kind = pd.api.types.infer_dtype(data[timestamp], skipna=True)
+                if kind in ("mixed", "mixed-integer"):  # sorted by type, or not at all: no order in time
+                    kinds = sorted({type(x).__name__ for x in data[timestamp]})
+                    raise TypeError(f"'{name}' column {timestamp!r} must hold times or numbers of one type, which "
+                                    f"sort in time; got values of type{'s' * (len(kinds) > 1)} {', '.join(kinds)}.")
             self.frame = data
             self.codes = pd.factorize(data[user])[0].astype(np.int64)
             self.time = pd.factorize(data[timestamp], sort=True)[0] if timestamp else None
@@ -158,7 +164,10 @@ def split_time_cutoff(data, cutoff=None, *, fraction=None, user="user", item="it
     """
     if (cutoff is None) == (fraction is None):
         raise ValueError(f"Give exactly one of 'cutoff' and 'fraction'; got cutoff={cutoff!r}, fraction={fraction!r}.")
-    if cutoff is not None and np.ndim(cutoff) == 0 and pd.isna(cutoff):  # (every row would compare False: no test)
+    if cutoff is not None and np.ndim(cutoff) != 0:  # (a column would be compared row by row)
+        raise TypeError(f"'cutoff' must be one time or number, for every user; got {type(cutoff).__name__} of shape "
+                        f"{np.shape(cutoff)}.")
+    if cutoff is not None and pd.isna(cutoff):  # (every row would compare False: no test)
         raise ValueError(f"'cutoff' must be a time or number; got {cutoff!r}.")
     d = _Data(data, user, item, timestamp)
     times = data[timestamp]

@@ -51,7 +51,9 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True, t
     """Rank the test items of `users` (sorted int64 row indices), `batch_size` users at a time;
     with max_rank = K > 0, ranks above K are only known to be above K (reported as K + 1).
     With `overlap`, a batch's scores are computed while the threads rank the batch before (two
-    blocks of scores: BLAS's threads work instead of spinning while the ranking runs).
+    blocks of scores: BLAS's threads work instead of spinning while the ranking runs); given
+    scores are asked for once the batch before is ranked (a score function may return the same
+    buffer every call).
     tie_mode 1 / 2: every test item ranks before / after the other pool items of its score
     (_cpu_ranks.rank_test_items); with_scores: also the test entries' defined scores."""
     result = CpuRanking(problem.n_users, problem.X_test.nnz, with_scores)
@@ -70,7 +72,9 @@ def rank_users(problem, users, batch_size, nthreads, max_rank=0, overlap=True, t
         ranking = []
         for number, begin in enumerate(starts):
             batch = users[begin: begin + batch_size]
-            if given:
+            if given:  # the caller's rows may be a buffer that the next call overwrites: ranked first
+                for job in ranking:
+                    job.result()
                 scores = np.ascontiguousarray(problem.score_rows(batch))
                 user_rows, items = np.zeros((batch.shape[0], 0), scores.dtype), np.zeros((n_items, 0), scores.dtype)
             else:

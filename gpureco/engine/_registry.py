@@ -126,6 +126,11 @@ def _check_cutoff(value, what):
     return int(value)
 
 
+class NotAvailableHere(ValueError):
+    """A metric that gpureco defines but the function (or the command line) asked does not compute;
+    args[1]: its name in the registry ("DCG@K")."""
+
+
 def parse_metrics(metrics, k=None, allowed=None):
     """Read metric names such as "P@10", "NDCG@5", "ROC_AUC", or bare "NDCG" with `k`.
 
@@ -174,7 +179,8 @@ def parse_metrics(metrics, k=None, allowed=None):
         if name not in allowed:
             beyond = " It is a metric of top-K lists: gpureco.beyond_accuracy computes it." if any(
                 name == m.column for m in BEYOND_METRICS) else ""
-            raise ValueError(f"Metric {metric!r} in 'metrics' is not available here.{beyond} Valid names: {valid}.")
+            raise NotAvailableHere(f"Metric {metric!r} in 'metrics' is not available here.{beyond} Valid names: "
+                                   f"{valid}.", name)
         if not name.endswith("@K"):
             columns.append((name, None))
         elif at:

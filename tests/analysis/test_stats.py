@@ -81,6 +81,20 @@ def test_summarize_edge_cases():
     assert boot.loc["one", "ci_low"] == boot.loc["one", "ci_high"] == 0.5
 
 
+def test_summarize_values_whose_sum_overflows():
+    """Finite values near the largest float: their sum and squares overflow, their statistics do
+    not (computed on the values times a power of two); small values are not scaled at all."""
+    big = 1e308
+    out = gpureco.summarize(pd.DataFrame({"a": [big, big, -big], "b": [big / 8, 0.0, big / 8]}), ci="bootstrap")
+    assert out.loc["a", "mean"] == pytest.approx(big / 3, rel=1e-15)
+    assert out.loc["a", "std"] == pytest.approx(big * np.sqrt(4 / 3), rel=1e-15)  # deviations 2/3, 2/3, -4/3
+    assert (out.loc["a", "median"], out.loc["a", "ci_low"], out.loc["a", "ci_high"]) == (big, -big, big)
+    assert out.loc["b", "mean"] == pytest.approx(big / 12, rel=1e-15)
+    t = gpureco.summarize(pd.DataFrame({"a": [big, big, -big]}))  # the t interval reaches past the largest float
+    assert t.loc["a", "ci_low"] == -np.inf and t.loc["a", "ci_high"] == np.inf
+    assert t.loc["a", "mean"] == out.loc["a", "mean"]
+
+
 def test_summarize_by_group():
     df = pd.DataFrame({"algorithm": ["a", "a", "b", "b"], "P@1": [0.0, 1.0, 1.0, 1.0]})
     out = gpureco.summarize(df, by="algorithm")

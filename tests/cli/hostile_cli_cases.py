@@ -45,6 +45,10 @@ TEXT_FILES = {  # name: content (str is written as UTF-8 text, newlines as given
     "huge_int_id.csv": "user,item\n99999999999999999999999,2\n", "negative_id.csv": "user,item\n-1,2\n",
     "fraction_id.csv": "user,item\n0.5,2\n", "out_of_range_item.csv": "user,item\n0,6\n",
     "text_ids.csv": "user,item\nu0,i2\nu1,i3\n",
+    "train_text_users.csv": TRAIN.replace("\n", "\nu").removesuffix("u").replace("uuser", "user"),
+    "test_text_users.csv": TEST.replace("\n", "\nu").removesuffix("u").replace("uuser", "user"),
+    "one_text_user.csv": "user,item\n0,2\n1,3\nabc,4\n",  # the column read as text by one cell
+    "two_ways_user.csv": "user,item\n0,2\n1.0,3\n",  # numbers written two ways: text, as written
     "nan_value.csv": "user,item,value\n0,2,nan\n", "inf_value.csv": "user,item,value\n0,2,inf\n",
     "huge_value.csv": "user,item,value\n0,2,1e400\n", "text_value.csv": "user,item,value\n0,2,high\n",
     "train_overlap.csv": TRAIN + "0,2\n",
@@ -113,9 +117,10 @@ def write_files(d):
               "A_few_rows": A[:5], "A_no_columns": A[:, :0], "A_empty": A[:0], "B_two_factors": B[:, :2],
               "B_nan": np.where(np.eye(6, 3) > 0, np.nan, B), "scores_wide": (A @ B.T)[:, :4],
               "scores_1d": (A @ B.T).ravel(), "biases": np.zeros(6), "biases_2d": np.zeros((6, 1)),
-              "user_ids": np.arange(8), "item_ids_short": np.arange(5), "ids_2d": np.zeros((8, 2))}
+              "user_ids": np.arange(8), "user_ids_text": np.array([f"u{i}" for i in range(8)]), "item_ids_short": np.arange(5), "ids_2d": np.zeros((8, 2))}
     for name, array in arrays.items():
         np.save(d / f"{name}.npy", array)
+    (d / "folder.csv").mkdir(exist_ok=True)
     np.save(d / "A_object.npy", A.astype(object), allow_pickle=True)
     (d / "A_truncated.npy").write_bytes((d / "A.npy").read_bytes()[:-40])
     pd.DataFrame({"id": ["u0", "u0"]}).to_csv(d / "ids_duplicate.csv", index=False)
@@ -185,6 +190,9 @@ def _evaluate_cases():
              + " --out {out}/r.csv", 0, check="factors_empty_train"),
         Case("evaluate", "--user-ids .npy of the row numbers", EVAL + " --user-ids {d}/user_ids.npy --out {out}/r.csv",
              0, check="factors"),
+        Case("evaluate", "--user-ids .npy of text ids", EVAL.replace("train.csv", "train_text_users.csv").replace(
+            "test.csv", "test_text_users.csv") + " --user-ids {d}/user_ids_text.npy --out {out}/r.csv", 0,
+             check="factors_text_ids"),
         Case("evaluate", "--scores", "evaluate --train {d}/train.csv --test {d}/test.csv --scores {d}/scores.npy "
              "--metrics NDCG@3,P@3,ROC_AUC --out {out}/r.csv", 0, check="scores"),
         Case("evaluate", "--scores float32", "evaluate --train {d}/train.csv --test {d}/test.csv --scores "
@@ -203,6 +211,7 @@ def _evaluate_cases():
     # the interaction files, as --test and as --train
     bad_frames = [
         ("missing.csv", r"missing\.csv: no such file"), ("empty.csv", r"empty\.csv: the file is empty"),
+        ("folder.csv", r"folder\.csv: a folder, where a file is expected"),
         ("garbage.csv", r"garbage\.csv(, line \d+)?: "), ("latin1.csv", r"latin1\.csv: not a text file"),
         ("truncated.csv", r"truncated\.csv, row 1 \(line 3\)"),
         ("first_row_long.csv", r"first_row_long\.csv, line 2: more fields than the header"),
@@ -214,6 +223,10 @@ def _evaluate_cases():
         ("huge_float_id.csv", r"huge_float_id\.csv, row 0"), ("huge_int_id.csv", r"huge_int_id\.csv, row 0"),
         ("negative_id.csv", r"negative_id\.csv, row 0"), ("fraction_id.csv", r"fraction_id\.csv, row 0"),
         ("out_of_range_item.csv", r"out_of_range_item\.csv, row 0"), ("text_ids.csv", r"text_ids\.csv, row 0"),
+        ("one_text_user.csv", r"one_text_user\.csv, row 2 \(line 4\): user 'abc' is not a number, where 2 other rows' "
+                              r"are: the column's ids are read as text"),
+        ("two_ways_user.csv", r"two_ways_user\.csv, row 1 \(line 3\): user '1\.0' is not written as an integer, where "
+                              r"row 0's '0' is"),
         ("nan_value.csv", r"nan_value\.csv, row 0 .*finite"), ("inf_value.csv", r"inf_value\.csv, row 0 .*finite"),
         ("huge_value.csv", r"huge_value\.csv, row 0 .*finite"), ("text_value.csv", r"text_value\.csv, row 0"),
         ("test.txt", r"test\.txt: expected interactions in a \.csv, \.tsv, \.inter"),
@@ -288,7 +301,10 @@ def _evaluate_cases():
         cases.append(Case("evaluate", f"--factors {name}.npy", EVAL.replace("A.npy", f"{name}.npy"), 2, error))
     cases += [
         Case("evaluate", "--factors of different widths", EVAL.replace("B.npy", "B_two_factors.npy"), 2,
-             r"same number of factors"),
+             r"B_two_factors\.npy: 2 factors an item, where .*A\.npy has 3 a user \(--factors USERS ITEMS"),
+        Case("evaluate", "--item-biases of another length", EVAL + " --item-biases {d}/item_ids_short.npy", 2,
+             r"item_ids_short\.npy: 5 item biases for a model of 6 items \(--item-biases: one for each row of "
+             r".*B\.npy\)"),
         Case("evaluate", "--factors as .csv", EVAL.replace("A.npy", "train.csv"), 2,
              r"train\.csv: expected user factors in a \.npy file"),
         Case("evaluate", "--scores 1-D", "evaluate --train {d}/train.csv --test {d}/test.csv --scores "
@@ -329,12 +345,18 @@ def _evaluate_cases():
              0),
         Case("evaluate", "--recs with ROC_AUC", "evaluate --train {d}/train.csv --test {d}/test.csv --recs "
              "{d}/recs.csv --metrics ROC_AUC", 2, r"--metrics 'ROC_AUC'.*not available"),
+        Case("evaluate", "a metric of the Python API's (DCG)", EVAL.replace("NDCG@3,P@3", "NDCG@3,DCG@3"), 3,
+             r"not available: --metrics 'NDCG@3,DCG@3': Metric 'DCG@3' .* The Python API computes it"),
+        Case("evaluate", "a beyond-accuracy metric (Coverage)", EVAL.replace("NDCG@3,P@3", "Coverage@3"), 3,
+             r"not available: .*Metric 'Coverage@3' .* gpureco\.beyond_accuracy computes it"),
         Case("evaluate", "--recs with a broken --train", "evaluate --train {d}/garbage.npz --test {d}/test.csv "
              "--recs {d}/recs.csv --metrics NDCG@3", 2, r"garbage\.npz: cannot be read"),
     ]
     # options
     for option, error in [("--metrics FOO", r"--metrics 'FOO'.*Unknown metric 'FOO'"),
                           ("--metrics ,", r"--metrics ','.*at least one metric"),
+                          ("--metrics ''", r"--metrics ''.*at least one metric"),
+                          ("--sep ''", r"'--sep' must be a separator .*; got an empty one"),
                           ("--metrics NDCG@0", r"--metrics 'NDCG@0'.*positive"),
                           ("--metrics NDCG@-1", r"--metrics 'NDCG@-1'.*positive"),
                           ("--metrics NDCG@99999999999999999999", r"--metrics .* a cut-off is too large"),
@@ -344,7 +366,7 @@ def _evaluate_cases():
                           ("--metrics NDCG -k 1000000", r"-k '1000000': the cut-off 1000000 is more than"),
                           ("--metrics NDCG -k 99999999999999999999", r"a cut-off is too large"),
                           ("--metrics NDCG@7", r"the cut-off 7 is more than the 6 items"),
-                          ("--device tpu", r"'device' must be one of"),
+                          ("--device tpu", r"--device must be auto, cpu, gpu or cuda:N .*; got 'tpu'"),
                           ("--out {out}/r.txt", r"r\.txt: the per-user results \(--out\) must be a \.csv"),
                           ("--out {out}", r"the per-user results \(--out\) must be a \.csv"),
                           ("--out {out}/no/such/folder/r.csv", r"folder: no such folder"),
@@ -403,6 +425,8 @@ def _split_cases():
         method = "k-fold" if "folds" in option else "last-fraction" if "fraction" in option else "leave-k-out"
         cases.append(Case("split", option, split + f"--method {method} {option}", 2, error))
     cases += [
+        Case("split", "an option the method does not read", split + "--method last-n --cutoff 5", 2,
+             r"'--cutoff' does not apply to --method last-n \(which takes -n, --min-train\); got --cutoff 5"),
         Case("split", "a cutoff after every timestamp (no test rows)", split + "--method time-cutoff --cutoff 1e12", 2,
              r"all\.csv: the split gives no test interactions \(--method time-cutoff with these options\)"),
         Case("split", "timestamps partly numbers, partly text", "split {d}/time_mixed.csv --out-dir {out}/s --method "
@@ -513,7 +537,7 @@ def _demo_cases():
                           ("--users many", r"argument --users: invalid int value: 'many'"),
                           ("-k 0", r"'-k' must be a cut-off from 1 to --items \(30\); got 0"),
                           ("-k -1", r"'-k' must be a cut-off from 1"), ("-k 31", r"'-k' must be a cut-off from 1"),
-                          ("--seed -1", r"'--seed' must be 0 or more"), ("--device tpu", r"'device' must be one of"),
+                          ("--seed -1", r"'--seed' must be 0 or more"), ("--device tpu", r"--device must be auto, cpu, gpu or cuda:N .*; got 'tpu'"),
                           ("--report {out}/d.txt", r"d\.txt: the report must be a \.html"),
                           ("--report {out}/none/d.html", r"none: no such folder")]:
         no_report = "" if "--report" in option else "--no-report "

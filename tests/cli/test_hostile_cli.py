@@ -75,6 +75,7 @@ def _scores(d, name):
 
 EXPECTED = {  # the Python API on the clean data, for each `check` of an accepted case
     "factors": lambda d: _factors(d),
+    "factors_text_ids": lambda d: _factors(d),  # (the users named u0 .. u7)
     "factors_duplicate_test": lambda d: _factors(d, test="test_duplicate_clean.csv"),
     "factors_empty_train": lambda d: _factors(d, train="header_only.csv"),
     "factors_nan": lambda d: _factors(d, B="B_nan.npy"),
@@ -100,7 +101,7 @@ def _check(case, d, out, err):
     if case.check in EXPECTED:
         got = pd.read_csv(out / "r.csv")
         expected = EXPECTED[case.check](d)
-        assert list(got["user"]) == list(range(8))
+        assert list(got["user"]) == ([f"u{u}" for u in range(8)] if case.check == "factors_text_ids" else list(range(8)))
         np.testing.assert_allclose(got[expected.columns].to_numpy(float), expected.to_numpy(float), rtol=1e-12)
     elif case.check in ("split", "split_deduplicated"):
         source = d / shlex.split(argv)[1]

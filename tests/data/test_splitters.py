@@ -168,10 +168,35 @@ def test_to_csr_shares_one_mapping_and_from_csr_inverts(frame):
     (lambda f: gpureco.split_last_per_user(f.drop(columns="timestamp"), n=1), ValueError, "'timestamp'"),
     (lambda f: gpureco.split_last_per_user(sp.csr_array(np.eye(3)), n=1), TypeError, "a sparse matrix holds no time"),
     (lambda f: gpureco.split_leave_k_out(pd.concat([f, f.head(1)])), ValueError, "each \\(user, item\\) pair once"),
+    # a column of numbers and strings sorts by type, not time: refused, as is a cut-off per row
+    (lambda f: gpureco.split_last_per_user(f.assign(timestamp=[5, "3"] + [4] * (len(f) - 2)), n=1), TypeError,
+     "'data' column 'timestamp' must hold times or numbers of one type, which sort in time; got values of types "
+     "int, str"),
+    (lambda f: gpureco.split_time_cutoff(f.assign(timestamp=[pd.Timestamp(2020, 1, 1), "2020-01-02"] * (len(f) // 2)
+                                                  + [pd.Timestamp(2020, 1, 3)] * (len(f) % 2)), fraction=0.3),
+     TypeError, "'timestamp' must hold times or numbers of one type, which sort in time; got values of types "
+     "Timestamp, str"),
+    (lambda f: gpureco.split_time_cutoff(f, cutoff=np.array([15, 16])), TypeError,
+     r"'cutoff' must be one time or number, for every user; got ndarray of shape \(2,\)"),
+    (lambda f: gpureco.split_time_cutoff(f, cutoff=f["timestamp"]), TypeError,
+     r"'cutoff' must be one time or number, for every user; got Series of shape"),
 ])
 def test_errors(call, error, match, frame):
     with pytest.raises(error, match=match):
         call(frame)
+
+
+def test_to_csr_keeps_ids_that_pandas_would_merge():
+    """int64 ids in one frame and uint64 in another: pandas' concat makes them float64, in which
+    2**60 and 2**60 + 1 are one number; they stay two users (and a float id equal to an int id is it)."""
+    a = pd.DataFrame({"user": np.array([2**60, 2**60 + 1], np.int64), "item": [0, 1]})
+    b = pd.DataFrame({"user": np.array([2**60 + 1], np.uint64), "item": [2]})
+    X_a, X_b, ids = gpureco.to_csr(a, b)
+    assert list(ids.users) == [2**60, 2**60 + 1]
+    np.testing.assert_array_equal(X_a.toarray(), [[1, 0, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(X_b.toarray(), [[0, 0, 0], [0, 0, 1]])
+    c = pd.DataFrame({"user": np.array([5, 7], np.int32), "item": [0, 1]})  # a lossless mix keeps its dtype
+    assert gpureco.to_csr(c, a.assign(user=[7, 9]))[2].users.dtype == np.int64
 
 
 def test_missing_id_error_names_the_row():
