@@ -447,16 +447,19 @@ def _by_item(x, name, n_items, fill):
         return x
     what = f"'{name}' as a pandas {type(x).__name__} is read by its index, the item ids 0 .. n_items - 1 = {n_items - 1}"
     labels = x.index
+    if isinstance(labels, pd.CategoricalIndex):  # (value_counts() of a categorical column: its categories)
+        labels = pd.Index(np.asarray(labels))
     if not pd.api.types.is_integer_dtype(labels.dtype):
         raise TypeError(f"{what}; got an index of dtype {labels.dtype}. Pass an array to read it by position.")
-    ids = labels.to_numpy(dtype=np.int64, copy=False) if labels.size else np.zeros(0, np.int64)
-    outside = (ids < 0) | (ids >= n_items)
+    given = labels.to_numpy()
+    outside = (given < 0) | (given >= n_items)
     if np.any(outside):
-        raise ValueError(f"{what}; got {int(outside.sum())} outside that range, for example {int(ids[outside][0])}.")
+        raise ValueError(f"{what}; got {int(outside.sum())} outside that range, for example {int(given[outside][0])}.")
+    x = x.set_axis(labels.astype(np.int64))
     if labels.has_duplicates:
         raise ValueError(f"{what}; got item {int(labels[labels.duplicated()][0])} more than once.")
-    if ids.size < n_items and fill is None:
-        lacking = np.setdiff1d(np.arange(n_items), ids)
+    if labels.size < n_items and fill is None:
+        lacking = np.setdiff1d(np.arange(n_items), given)
         raise ValueError(f"{what}, one row per item; got none for {lacking.size} items, for example item "
                          f"{int(lacking[0])}.")
     return x.reindex(range(n_items), fill_value=fill).to_numpy()

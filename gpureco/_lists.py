@@ -70,8 +70,8 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
         LensKit's, RePlay's and RecBole's "binary").
     user_col, item_col, score_col, rank_col, value_col : str
         The names of the ``user``, ``item``, ``score``, ``rank`` and ``rating`` columns in
-        ``recs`` and ``truth`` (the results keep the names ``user`` ...). A ``score_col``,
-        ``rank_col`` or ``value_col`` other than its default must name a column of its frame.
+        ``recs`` and ``truth`` (the results keep the names ``user`` ...). A ``value_col`` other
+        than its default must name a column of ``truth``.
     convention, ties, relevance_threshold, persistence
         As in :func:`evaluate` (docs/peers.md); a list is its own length (LensKit's
         denominators), and ``ties`` orders equal scores by item: "first" or "last" only (the
@@ -124,12 +124,9 @@ def evaluate_lists(recs, truth, metrics=("P", "AP", "NDCG"), k=10, *, include_mi
     ignored = [target for given, target in names.items() if given != target and target not in names]
     recs, truth = (v.as_pandas(_from_dict(x, name), name, what) for x, name, what in (
         (recs, "recs", "recommendations"), (truth, "truth", "held-out items")))
-    defaults = dict(score_col=("score", score_col, recs, "recs"), rank_col=("rank", rank_col, recs, "recs"),
-                    value_col=("rating", value_col, truth, "truth"))
-    for parameter, (default, given, frame, name) in defaults.items():  # a name given, and misspelled?
-        if given != default and given not in frame.columns:
-            raise ValueError(f"'{name}' has no column {given!r} ({parameter}); got columns {list(frame.columns)} "
-                             f"(leave {parameter} at its default, {default!r}, where there is none).")
+    if value_col != "rating" and value_col not in truth.columns:  # named, and misspelled? (else: no gains, silently)
+        raise ValueError(f"'truth' has no column {value_col!r} (value_col); got columns {list(truth.columns)} (leave "
+                         "value_col at its default, 'rating', where there is none).")
     recs, truth = (x.drop(columns=[c for c in ignored if c in x.columns]).rename(columns=names) for x in (recs, truth))
     options = Options(convention, ties, gain, relevance_threshold, persistence)
     if options.tie_mode:

@@ -70,7 +70,7 @@ def results(columns, counts, output, backend, index=None):
     return arrays(columns, output, backend)
 
 
-def user_index(user_ids, n_users, name="user_ids", of="X_test"):
+def user_index(user_ids, n_users, name="user_ids", of="'X_test'"):
     """The caller's ids of the users (rows of X_test, or of `of`), as the results' index named
     "user"; None (the row numbers) when not given."""
     if user_ids is None:
@@ -80,10 +80,10 @@ def user_index(user_ids, n_users, name="user_ids", of="X_test"):
     if ndim != 1:  # pandas' own error: "Index(...) must be called with a collection of some kind"
         shape = "a str" if isinstance(user_ids, (str, bytes)) else \
             f"shape {tuple(user_ids.shape) if hasattr(user_ids, 'shape') else np.shape(user_ids)}"
-        raise TypeError(f"'{name}' must be a 1-d sequence of ids, one per row of '{of}' ({n_users}); got {shape}.")
+        raise TypeError(f"'{name}' must be a 1-d sequence of ids, one per row of {of} ({n_users}); got {shape}.")
     ids = user_ids if isinstance(user_ids, pd.Index) else pd.Index(_backend.to_host(plain_array(user_ids), name))
     if ids.ndim != 1 or len(ids) != n_users:
-        raise ValueError(f"'{name}' must hold one id per row of '{of}' ({n_users}); got {len(ids)} ids.")
+        raise ValueError(f"'{name}' must hold one id per row of {of} ({n_users}); got {len(ids)} ids.")
     if not ids.is_unique:
         raise ValueError(f"'{name}' must hold distinct ids; {ids[ids.duplicated()][0]!r} appears more than once.")
     return ids.rename("user")

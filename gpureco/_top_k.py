@@ -76,6 +76,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     if X_train is not None:
         X_train = v.as_csr(_backend.to_host(X_train, "X_train"), "X_train")
     n_users = A.shape[0] if A is not None else (1 if X_train is None else X_train.shape[0])
+    rows_of = "'A'" if A is not None else "'X_train'" if X_train is not None else "the model of 'item_biases' alone"
     if X_train is None:  # canonical like any X_train: the kernels read int64 indptr
         X_train = v.as_csr(sp.csr_array((n_users, n_items)), "X_train")
     n_users = X_train.shape[0] if A is None else n_users
@@ -94,7 +95,7 @@ def top_k(A, B, k, X_train=None, item_biases=None, users=None, *, break_ties_wit
     break_ties_with_noise, tf32 = v.check_flag(break_ties_with_noise, "break_ties_with_noise"), v.check_flag(tf32, "tf32")
     batch_size, max_memory = v.check_sizes(batch_size, max_memory)
     backend = o.backend_for(device, output)
-    index = o.user_index(user_ids, n_users, "user_ids", of="X_train" if A is None else "A")
+    index = o.user_index(user_ids, n_users, "user_ids", of=rows_of)
     A, B, item_biases = v.factors_on(backend, A, B, item_biases, n_users, n_items, of="B" if B is not None else "item_biases")
     problem = Problem(X_train, X_train, A, B, item_biases, seed, break_ties_with_noise, backend, tf32)
     items, scores = engine_top_k(problem, users, k, batch_size, max_memory)

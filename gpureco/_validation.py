@@ -118,12 +118,18 @@ def check_same_ids(columns, column_name, who):
 
 
 def concat_ids(columns):
-    """The ids of several columns in one Series, each id as it was: pandas would make int64 and
-    uint64 (or int and float) columns float64, merging ids above 2**53; such a mix goes as objects."""
-    dtypes = {column.dtype for column in columns if len(column)}
-    lossy = len(dtypes) > 1 and all(isinstance(d, np.dtype) for d in dtypes) and (
-        any(d.kind in "iu" for d in dtypes) and np.result_type(*dtypes).kind not in "iu")
-    return pd.concat([column.astype(object) if lossy else column for column in columns], ignore_index=True)
+    """The ids of several columns in one Series, each id as it was: pandas makes int64 and uint64
+    (or int and float, nullable or not) columns float, merging ids beyond 2**53, and pyarrow's
+    refuses some mixes; such ids go as objects (Python ints and floats, equal where equal)."""
+    integer = [c for c in columns if len(c) and pd.api.types.is_integer_dtype(c.dtype)]
+    try:
+        combined = pd.concat(columns, ignore_index=True)
+    except Exception:  # noqa: BLE001 - pyarrow: "int64 and uint64 ... not in range"
+        combined = None
+    if combined is not None and (not integer or pd.api.types.is_integer_dtype(combined.dtype)
+                                 or max(max(-int(c.min()), int(c.max())) for c in integer) < 2**53):
+        return combined
+    return pd.concat([column.astype(object) for column in columns], ignore_index=True)
 
 
 def check_sizes(batch_size, max_memory):

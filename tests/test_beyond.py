@@ -261,9 +261,10 @@ def test_pandas_item_values_are_read_by_item_id():
     by_array = np.array([1, 2, 0, 4])
     metrics = ["ARP@2", "Tail@2", "Surprisal@2"]
     want = gpureco.beyond_accuracy(lists, metrics, n_items=4, popularity=by_array, n_train_users=4)
-    got = gpureco.beyond_accuracy(lists, metrics, n_items=4, popularity=counts, n_train_users=4)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    for popularity in (counts, train["item"].astype("category").value_counts()):  # (a CategoricalIndex)
+        got = gpureco.beyond_accuracy(lists, metrics, n_items=4, popularity=popularity, n_train_users=4)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     np.testing.assert_array_equal(want["ARP@2"], [2.0, 1.5])
     order = [2, 0, 3, 1]
     categories = np.array(["a", "b", "a", "c"])

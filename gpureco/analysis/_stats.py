@@ -124,8 +124,9 @@ def _summary(per_user, confidence, ci, n_resamples, seed, ddof):
         values = v.numeric_column(per_user, column, "per_user", finite=False, **METRIC)
         x = values[~np.isnan(values)]
         n = x.size
-        # finite values whose sum or squares would overflow: every statistic below is of x times a power
-        # of two, exactly (mean, std, median and the intervals scale with x), then scaled back
+        median = np.median(x) if n else np.nan
+        # finite values whose sum or squares would overflow: the sums below are of x times a power of
+        # two (mean, std and the intervals scale with x), then scaled back
         peak = np.abs(x).max(initial=0.0)  # (finite: numeric_column refuses infinities)
         shift = int(np.frexp(peak)[1]) if peak > 2.0 ** 500 else 0
         x = np.ldexp(x, -shift)
@@ -135,11 +136,10 @@ def _summary(per_user, confidence, ci, n_resamples, seed, ddof):
             low, high = _bootstrap_interval(x, confidence, n_resamples, seed)
         else:
             low, high = _mean_interval(mean, std, n, confidence, normal=ci == "normal")
-        rows[column] = dict(mean=mean, std=x.std(ddof=ddof) if n > ddof else np.nan,
-                            median=np.median(x) if n else np.nan, ci_low=low, ci_high=high)
+        scaled = dict(mean=mean, std=x.std(ddof=ddof) if n > ddof else np.nan, ci_low=low, ci_high=high)
         with np.errstate(over="ignore"):  # (an interval's end beyond the largest float is inf)
-            rows[column] = {**{name: np.ldexp(value, shift) for name, value in rows[column].items()}, "n_users": n,
-                            "n_nan": values.size - n}
+            scaled = {name: np.ldexp(value, shift) for name, value in scaled.items()}
+        rows[column] = {**scaled, "median": median, "n_users": n, "n_nan": values.size - n}
     out = pd.DataFrame.from_dict(rows, orient="index",
                                  columns=["mean", "std", "median", "ci_low", "ci_high", "n_users", "n_nan"])
     out.index.name = "metric"

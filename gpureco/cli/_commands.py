@@ -131,7 +131,7 @@ def cmd_demo(args):
     _check_device(args)
     if args.no_report and args.report is not None:
         raise UsageError(f"--report {args.report} and --no-report: give one of them.")
-    report = None if args.no_report else args.report or "gpureco_demo_report.html"
+    report = None if args.no_report else "gpureco_demo_report.html" if args.report is None else args.report
     if report is not None:
         _check_outputs(args, ((report, REPORT_OUT, "report"),))
     started = time.perf_counter()
@@ -160,11 +160,11 @@ def _selection(args, lists=False):
     except OverflowError:  # a cut-off of 20 digits
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: a cut-off is too large.") from None
     except NotAvailableHere as error:  # exit 3: one of the Python API's metrics (exit 2: an AUC from lists)
-        if error.args[1] in [m.column for m in METRICS]:
-            raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error.args[0]}") from None
-        api = "" if error.args[1] in [m.column for m in BEYOND_METRICS] else \
+        if error.name in [m.column for m in METRICS]:
+            raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
+        api = "" if error.name in [m.column for m in BEYOND_METRICS] else \
             " The Python API computes it (docs/metrics.md)."  # (beyond_accuracy's: named by the error)
-        raise NotAvailableHere(f"--metrics {spec!r}: {error.args[0]}{api}") from None
+        raise NotAvailableHere(f"--metrics {spec!r}: {error}{api}", error.name) from None
     except (TypeError, ValueError) as error:
         raise UsageError(f"--metrics {spec!r} -k {args.k!r}: {error}") from None
 
@@ -272,8 +272,8 @@ def _ids_read_as_text(frame, column, path, model_ids):
     """Where the model's ids are numbers but a file's id column was read as text (_io: ids are numbers only where
     every one is written as it prints), the cell that made it text: an error naming it (else None)."""
     texts = frame[column]
-    if texts.dtype.kind != "O" or not pd.api.types.is_numeric_dtype(model_ids.dtype):
-        return
+    if pd.api.types.infer_dtype(texts) != "string" or not pd.api.types.is_numeric_dtype(model_ids.dtype):
+        return  # (a Parquet column of decimals: objects, not text)
     numbers = pd.to_numeric(texts, errors="coerce").notna().to_numpy()
     if not numbers.any():
         return
@@ -400,7 +400,7 @@ def _check_outputs(args, outputs):
     if getattr(args, "latex", None):
         outputs = (*outputs, (args.latex, LATEX_OUT, "LaTeX table (--latex)"))
     for path, suffixes, what in outputs:
-        if path:
+        if path is not None:  # ('': an error, as any path without a suffix)
             _io.check_output(path, suffixes, what)
             _check_not_an_input(args, path, what)
             if suffixes is REPORT_OUT and blocked_files_folder(path):
@@ -599,13 +599,16 @@ def _check_split_options(args):
     for option, value, ok, rule in checks:
         if not ok:
             raise UsageError(f"'{option}' must be {rule}; got {value}.")
+    if args.method == "time-cutoff" and args.cutoff is not None and args.fraction != SPLIT_DEFAULTS["fraction"]:
+        raise UsageError(f"--method time-cutoff takes '--cutoff' or '--fraction', not both; got --cutoff "
+                         f"{args.cutoff!r} and --fraction {args.fraction}.")
     takes = _SPLIT_OPTIONS[args.method]
     for name, default in SPLIT_DEFAULTS.items():  # an option given that the method does not read
         if name not in takes and getattr(args, name) != default:
             shown = ", ".join(("-" if len(o) == 1 else "--") + o.replace("_", "-") for o in takes)
             option = ("-" if len(name) == 1 else "--") + name.replace("_", "-")
             raise UsageError(f"'{option}' does not apply to --method {args.method} (which takes {shown}); got "
-                             f"{option} {getattr(args, name)}.")
+                             f"{option} {getattr(args, name)!r}.")
 
 
 def _split_parts(args, data):

@@ -254,8 +254,11 @@ def read_array(path, ndim=None, what="array", kinds="biuf"):
 
 def read_ids(path):
     """Ids, one per row of a factor or score matrix: a .npy vector, or the first column of a CSV/Parquet file."""
-    array = (read_array(path, 1, "ids", kinds="biufUS") if suffix_of(path) == ".npy"
-             else read_frame(path).iloc[:, 0].to_numpy())
+    if suffix_of(path) == ".npy":  # text read as a text file's ids are (100 a number, u7 a text)
+        array = read_array(path, 1, "ids", kinds="biufU")
+        array = _ids_from_text(pd.Series(array, dtype=object)).to_numpy() if array.dtype.kind == "U" else array
+    else:
+        array = read_frame(path).iloc[:, 0].to_numpy()
     ids = pd.Index(array)
     if ids.has_duplicates:
         raise InputError(f"{where(path, int(np.flatnonzero(ids.duplicated())[0]))}: id {ids[ids.duplicated()][0]!r} "

@@ -128,7 +128,11 @@ def _check_cutoff(value, what):
 
 class NotAvailableHere(ValueError):
     """A metric that gpureco defines but the function (or the command line) asked does not compute;
-    args[1]: its name in the registry ("DCG@K")."""
+    `name`: its name in the registry ("DCG@K")."""
+
+    def __init__(self, message, name):
+        super().__init__(message)
+        self.name = name
 
 
 def parse_metrics(metrics, k=None, allowed=None):

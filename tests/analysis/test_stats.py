@@ -93,6 +93,8 @@ def test_summarize_values_whose_sum_overflows():
     t = gpureco.summarize(pd.DataFrame({"a": [big, big, -big]}))  # the t interval reaches past the largest float
     assert t.loc["a", "ci_low"] == -np.inf and t.loc["a", "ci_high"] == np.inf
     assert t.loc["a", "mean"] == out.loc["a", "mean"]
+    small = gpureco.summarize(pd.DataFrame({"a": [1e-200] * 3 + [1e200]}))  # the median is not scaled
+    assert small.loc["a", "median"] == 1e-200
 
 
 def test_summarize_by_group():

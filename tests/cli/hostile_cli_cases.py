@@ -117,7 +117,8 @@ def write_files(d):
               "A_few_rows": A[:5], "A_no_columns": A[:, :0], "A_empty": A[:0], "B_two_factors": B[:, :2],
               "B_nan": np.where(np.eye(6, 3) > 0, np.nan, B), "scores_wide": (A @ B.T)[:, :4],
               "scores_1d": (A @ B.T).ravel(), "biases": np.zeros(6), "biases_2d": np.zeros((6, 1)),
-              "user_ids": np.arange(8), "user_ids_text": np.array([f"u{i}" for i in range(8)]), "item_ids_short": np.arange(5), "ids_2d": np.zeros((8, 2))}
+              "user_ids": np.arange(8), "user_ids_text": np.array([f"u{i}" for i in range(8)]),
+              "user_ids_digits": np.array([str(i) for i in range(8)]), "ids_bytes": np.array([b"u%d" % i for i in range(8)]), "item_ids_short": np.arange(5), "ids_2d": np.zeros((8, 2))}
     for name, array in arrays.items():
         np.save(d / f"{name}.npy", array)
     (d / "folder.csv").mkdir(exist_ok=True)
@@ -193,6 +194,8 @@ def _evaluate_cases():
         Case("evaluate", "--user-ids .npy of text ids", EVAL.replace("train.csv", "train_text_users.csv").replace(
             "test.csv", "test_text_users.csv") + " --user-ids {d}/user_ids_text.npy --out {out}/r.csv", 0,
              check="factors_text_ids"),
+        Case("evaluate", "--user-ids .npy of digits as text (numbers, as in a CSV file)", EVAL
+             + " --user-ids {d}/user_ids_digits.npy --out {out}/r.csv", 0, check="factors"),
         Case("evaluate", "--scores", "evaluate --train {d}/train.csv --test {d}/test.csv --scores {d}/scores.npy "
              "--metrics NDCG@3,P@3,ROC_AUC --out {out}/r.csv", 0, check="scores"),
         Case("evaluate", "--scores float32", "evaluate --train {d}/train.csv --test {d}/test.csv --scores "
@@ -316,6 +319,8 @@ def _evaluate_cases():
         Case("evaluate", "--item-ids too short", EVAL + " --item-ids {d}/item_ids_short.npy", 2,
              r"item_ids_short\.npy: 5 item ids for a model of 6 items"),
         Case("evaluate", "--user-ids 2-D", EVAL + " --user-ids {d}/ids_2d.npy", 2, r"ids_2d\.npy: expected ids"),
+        Case("evaluate", "--user-ids .npy of bytes", EVAL + " --user-ids {d}/ids_bytes.npy", 2,
+             r"ids_bytes\.npy: expected ids of numbers or text; got dtype \|S2"),
         Case("evaluate", "--user-ids with a duplicate", EVAL + " --user-ids {d}/ids_duplicate.csv", 2,
              r"ids_duplicate\.csv, row 1 \(line 3\): id 'u0' appears twice"),
         Case("evaluate", "two models", EVAL + " --scores {d}/scores.npy", 2, r"give exactly one model"),
@@ -426,7 +431,9 @@ def _split_cases():
         cases.append(Case("split", option, split + f"--method {method} {option}", 2, error))
     cases += [
         Case("split", "an option the method does not read", split + "--method last-n --cutoff 5", 2,
-             r"'--cutoff' does not apply to --method last-n \(which takes -n, --min-train\); got --cutoff 5"),
+             r"'--cutoff' does not apply to --method last-n \(which takes -n, --min-train\); got --cutoff '5'"),
+        Case("split", "--cutoff and --fraction", split + "--method time-cutoff --cutoff 5 --fraction 0.3", 2,
+             r"--method time-cutoff takes '--cutoff' or '--fraction', not both; got --cutoff '5' and --fraction 0\.3"),
         Case("split", "a cutoff after every timestamp (no test rows)", split + "--method time-cutoff --cutoff 1e12", 2,
              r"all\.csv: the split gives no test interactions \(--method time-cutoff with these options\)"),
         Case("split", "timestamps partly numbers, partly text", "split {d}/time_mixed.csv --out-dir {out}/s --method "
@@ -539,7 +546,9 @@ def _demo_cases():
                           ("-k -1", r"'-k' must be a cut-off from 1"), ("-k 31", r"'-k' must be a cut-off from 1"),
                           ("--seed -1", r"'--seed' must be 0 or more"), ("--device tpu", r"--device must be auto, cpu, gpu or cuda:N .*; got 'tpu'"),
                           ("--report {out}/d.txt", r"d\.txt: the report must be a \.html"),
-                          ("--report {out}/none/d.html", r"none: no such folder")]:
+                          ("--report {out}/none/d.html", r"none: no such folder"),
+                          ("--report ''", r"the report must be a \.html, \.htm or \.md file; got no suffix"),
+                          ("--report {out}/d.html --no-report", r"--report .*d\.html and --no-report: give one of them")]:
         no_report = "" if "--report" in option else "--no-report "
         cases.append(Case("demo", option, demo + no_report + option, 2, error))
     cases += [Case("demo", "--device gpu without a GPU", demo + "--no-report --device gpu", 3,

@@ -195,6 +195,8 @@ def test_to_csr_keeps_ids_that_pandas_would_merge():
     assert list(ids.users) == [2**60, 2**60 + 1]
     np.testing.assert_array_equal(X_a.toarray(), [[1, 0, 0], [0, 1, 0]])
     np.testing.assert_array_equal(X_b.toarray(), [[0, 0, 0], [0, 0, 1]])
+    nullable = (a.assign(user=a["user"].astype("Int64")), b.assign(user=b["user"].astype("UInt64")))
+    assert list(gpureco.to_csr(*nullable)[2].users) == [2**60, 2**60 + 1]  # (pandas: Float64)
     c = pd.DataFrame({"user": np.array([5, 7], np.int32), "item": [0, 1]})  # a lossless mix keeps its dtype
     assert gpureco.to_csr(c, a.assign(user=[7, 9]))[2].users.dtype == np.int64
 
