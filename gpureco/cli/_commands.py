@@ -718,7 +718,7 @@ def cmd_compare(args):
                                                                              "report (--report)")))
     frames = [_results_file(path) for path in args.results]
     provenances = [_io.read_provenance(path) for path in args.results]
-    _same_test_data(args, names, provenances)
+    notes = _same_test_data(args, names, provenances)  # said once every check has passed: one line for an error
     no_user = [path for path, f in zip(args.results, frames) if "user" not in f.columns]
     if no_user:
         raise _io.InputError(f"{no_user[0]}: no 'user' column; compare pairs the users by id, never by position "
@@ -732,14 +732,16 @@ def cmd_compare(args):
                              + (" (the user ids are numbers in some files and text in others)."
                                 if len(set(numeric)) > 1 else "."))
     if any(len(f) != len(common) for f in frames):
-        _note(args, f"comparing the {len(common)} users present in every file")
+        notes.append(f"comparing the {len(common)} users present in every file")
     frames = [f.set_index("user").loc[common.to_numpy()] for f in frames]
     columns = [{c for cols in metric_columns(f).values() for _, c in cols} for f in frames]
     shared = [c for c in frames[0].columns if all(c in cols for cols in columns)]
     if not shared:
         raise _io.InputError(f"{', '.join(args.results)}: no metric column is in every file.")
     if any(len(cols) > len(shared) for cols in columns):
-        _note(args, f"comparing the {len(shared)} metric columns present in every file: {', '.join(shared)}")
+        notes.append(f"comparing the {len(shared)} metric columns present in every file: {', '.join(shared)}")
+    for note in notes:
+        _note(args, note)
     results = {name: f[shared].reset_index(drop=True) for name, f in zip(names, frames)}
     table = compare(*results.values(), names=names)
     _say(args, _comparison_text(table))
@@ -760,25 +762,25 @@ def cmd_compare(args):
 
 
 def _same_test_data(args, names, provenances):
-    """Results of different test data are not comparable: refuse them (unless --force), saying what differs; say
-    the other differences, and which files have no provenance."""
+    """Results of different test data are not comparable: refuse them (unless --force), saying what differs; the
+    notes to say (the other differences, and which files have no provenance)."""
     missing = [name for name, p in zip(names, provenances) if p is None]
-    if missing:
-        _note(args, f"no provenance in {', '.join(missing)} (not written by gpureco evaluate --out): the test data "
-                    "cannot be checked")
+    notes = [f"no provenance in {', '.join(missing)} (not written by gpureco evaluate --out): the test data cannot "
+             "be checked"] if missing else []
     known = [(name, p) for name, p in zip(names, provenances) if p is not None]
     if len(known) < 2:
-        return
+        return notes
     names, provenances = zip(*known)
     differ = _provenance.differences(provenances, names, _provenance.TEST_DATA)
     if differ and not args.force:
         raise _io.InputError("the results were computed on different test data, so their users' metrics are not "
                              "comparable: " + "; ".join(differ) + " (--force compares them anyway).")
     if differ:
-        _note(args, "--force: comparing results of different test data: " + "; ".join(differ))
+        notes.append("--force: comparing results of different test data: " + "; ".join(differ))
     others = _provenance.differences(provenances, names, _provenance.NOTED)
     if others:
-        _note(args, "the results differ in: " + "; ".join(others))
+        notes.append("the results differ in: " + "; ".join(others))
+    return notes
 
 
 def _results_file(path):
@@ -921,6 +923,12 @@ COMMANDS = {"demo": cmd_demo, "evaluate": cmd_evaluate, "split": cmd_split, "com
 def main(argv=None):
     """Run the command line; returns the exit code (see the module docstring). Every failure is one line on
     stderr; an output file is written whole or not at all."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        # (argparse would say only that a command is required)
+        print(f"gpureco: error: {argv[0]} is not an option of gpureco itself; the command comes first: gpureco "
+              f"{'|'.join(COMMANDS)} [options] (see gpureco --help)", file=sys.stderr)
+        return USAGE
     try:
         args = parser().parse_args(argv)
     except SystemExit as done:  # --help, --version (0) or a usage error (2, already said in one line)

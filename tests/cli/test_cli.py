@@ -57,6 +57,14 @@ def run(capsys, *argv):
     return code, out, err
 
 
+def test_an_option_before_the_command_is_named(capsys):
+    code, _, err = run(capsys, "--bogus", "evaluate")
+    assert code == 2 and err == ("gpureco: error: --bogus is not an option of gpureco itself; the command comes first: "
+                                 "gpureco demo|evaluate|split|compare [options] (see gpureco --help)\n")
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("gpureco ")
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".npz", ".mtx"])
 def test_evaluate_factors_every_input_format(suffix, files, capsys, tmp_path):
     d, expected = files
