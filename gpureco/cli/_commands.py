@@ -149,7 +149,7 @@ def cmd_demo(args):
 
 def _selection(args, lists=False):
     try:
-        ks = [int(k) for k in args.k.split(",")] if args.k else None
+        ks = [int(k) for k in args.k.split(",")] if args.k is not None else None  # ('': an error)
     except ValueError:
         raise UsageError(f"'-k' must be a cut-off or a comma-separated list of them, such as 10 or 5,10; "
                          f"got {args.k!r}.") from None
@@ -373,7 +373,11 @@ def _on_cluster(args, function):
     import distributed
 
     def on_cluster(*arguments, **options):
-        with distributed.Client(args.scheduler) as client:  # OSError when no scheduler answers there
+        try:
+            client = distributed.Client(args.scheduler)
+        except OSError as error:  # no scheduler answers there (Dask says so after its connect timeout)
+            raise _io.InputError(f"--scheduler {args.scheduler}: no Dask scheduler answered ({error}).") from None
+        with client:
             return getattr(on_dask, function.__name__)(*arguments, client=client, **options)
     return on_cluster
 
@@ -647,6 +651,9 @@ def cmd_split(args):
         _optional.package("pyarrow", "parquet")
     data = _read_data(args, args.input)
     _has_rows(data, args.input, "interactions to split")
+    if args.method in ("last-n", "last-fraction", "time-cutoff") and not isinstance(data, pd.DataFrame):
+        raise UsageError(f"{args.input}: --method {args.method} splits by time, which a matrix (.npz, .mtx) does not "
+                         "hold; give a frame (.csv, .parquet, ...) with a time column.")
     if suffix in _io.MATRIX_SUFFIXES and isinstance(data, pd.DataFrame):
         raise UsageError(f"'--format' {suffix} holds a matrix; a split of a frame gives frames: use .csv or .parquet.")
     try:

@@ -367,6 +367,8 @@ def _evaluate_cases():
                           ("--metrics NDCG@99999999999999999999", r"--metrics .* a cut-off is too large"),
                           ("--metrics NDCG -k 0", r"-k '0'.*positive"), ("--metrics NDCG -k -3", r"-k '-3'.*positive"),
                           ("--metrics NDCG -k five", r"'-k' must be a cut-off"),
+                          ("--metrics NDCG -k ''", r"'-k' must be a cut-off or a comma-separated list of them, such as "
+                                                   r"10 or 5,10; got ''"),
                           ("--metrics NDCG -k 7", r"-k '7': the cut-off 7 is more than the 6 items of .*B\.npy"),
                           ("--metrics NDCG -k 1000000", r"-k '1000000': the cut-off 1000000 is more than"),
                           ("--metrics NDCG -k 99999999999999999999", r"a cut-off is too large"),
@@ -453,7 +455,7 @@ def _split_cases():
         Case("split", "--format .parquet without pyarrow", split + "--method last-n --format .parquet", 3,
              r"pip install 'gpureco\[parquet\]'", setup="no-pyarrow"),
         Case("split", "time split of a matrix", "split {d}/train.npz --out-dir {out}/s --method last-n", 2,
-             r"train\.npz: .*no time"),
+             r"train\.npz: --method last-n splits by time, which a matrix \(\.npz, \.mtx\) does not hold"),
         Case("split", "time split without timestamps", "split {d}/test.csv --out-dir {out}/s --method last-n", 2,
              r"test\.csv: .*'timestamp'"),
         Case("split", "a missing timestamp", "split {d}/all_nan_time.csv --out-dir {out}/s --method last-n", 2,

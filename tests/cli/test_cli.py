@@ -260,14 +260,14 @@ def test_split_matrix_and_parquet_outputs(files, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--method", "last-n"], "a sparse matrix holds no time"),
+    (["--method", "last-n"], "--method last-n splits by time, which a matrix (.npz, .mtx) does not hold"),
     (["--method", "leave-k-out", "--format", ".npz"], "a split of a frame gives frames"),
     (["--method", "time-cutoff", "--cutoff", "soon"], "'--cutoff' must be a finite number"),
     (["--method", "k-fold", "--folds", "1"], "'--folds' must be 2 or more; got 1"),
 ])
 def test_split_errors(argv, message, files, capsys, tmp_path):
     d, _ = files
-    source = d / ("train.npz" if "no time" in message else "all.csv")
+    source = d / ("train.npz" if "matrix" in message else "all.csv")
     code, _, err = run(capsys, "split", source, "--out-dir", tmp_path, *argv)
     assert code == 2 and message in err
 

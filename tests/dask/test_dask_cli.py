@@ -62,3 +62,13 @@ def test_without_dask_exit_3_naming_the_extra(files, monkeypatch, capsys):
     assert code == 3
     assert "gpureco evaluate: not available: distributed is not installed; install it with: pip install " \
            "'gpureco[dask]'" in err
+
+
+def test_a_scheduler_that_does_not_answer_is_named(files, capsys):
+    import dask
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = main(["evaluate", "--train", str(files / "train.csv"), "--test", str(files / "test.csv"), "--scores",
+                     str(files / "scores.npy"), "--scheduler", "tcp://127.0.0.1:1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("gpureco evaluate: error: --scheduler tcp://127.0.0.1:1: no Dask scheduler "
+                                        "answered (") and err.count("\n") == 1, err
