@@ -590,7 +590,8 @@ _SPLIT_OPTIONS = {"leave-k-out": ("n", "min_train", "seed"), "last-n": ("n", "mi
                   "k-fold": ("folds", "fraction", "min_train", "seed"), "recometrics-all": ("fraction", "seed"),
                   "recometrics-separated": ("fraction", "users_fraction", "seed"),
                   "recometrics-joined": ("fraction", "users_fraction", "seed")}
-SPLIT_DEFAULTS = {"n": 1, "fraction": 0.2, "cutoff": None, "folds": 5, "users_fraction": 0.1, "min_train": 1, "seed": 1}
+SPLIT_DEFAULTS = {"n": 1, "fraction": 0.2, "cutoff": None, "folds": 5, "users_fraction": 0.1, "min_train": 1,
+                  "seed": 1}  # (an option away from its default that the method does not read is an error)
 
 
 def _check_split_options(args):
@@ -900,14 +901,17 @@ def parser():
     split.add_argument("--out-dir", required=True, help="folder for train/test files (fold1/, fold2/, ... for k-fold)")
     split.add_argument("--format", choices=[".csv", ".parquet", ".npz", ".mtx"], help="output type (default: the "
                        "input's)")
-    split.add_argument("-n", type=int, default=SPLIT_DEFAULTS["n"], help="leave-k-out / last-n: test interactions per user (default 1)")
-    split.add_argument("--fraction", type=float, default=SPLIT_DEFAULTS["fraction"], help="last-fraction, time-cutoff, k-fold, recometrics-*: "
-                       "fraction of interactions to test (default 0.2)")
+    split.add_argument("-n", type=int, default=SPLIT_DEFAULTS["n"],
+                       help="leave-k-out / last-n: test interactions per user (default 1)")
+    split.add_argument("--fraction", type=float, default=SPLIT_DEFAULTS["fraction"],
+                       help="last-fraction, time-cutoff, k-fold, recometrics-*: fraction of interactions to test "
+                       "(default 0.2)")
     split.add_argument("--cutoff", help="time-cutoff: the first test timestamp (instead of --fraction)")
     split.add_argument("--folds", type=int, default=SPLIT_DEFAULTS["folds"], help="k-fold: number of folds (default 5)")
-    split.add_argument("--users-fraction", type=float, default=SPLIT_DEFAULTS["users_fraction"], help="recometrics-separated/joined: fraction of "
-                       "users to test (default 0.1)")
-    split.add_argument("--min-train", type=int, default=SPLIT_DEFAULTS["min_train"], help="training interactions a test user keeps (default 1)")
+    split.add_argument("--users-fraction", type=float, default=SPLIT_DEFAULTS["users_fraction"],
+                       help="recometrics-separated/joined: fraction of users to test (default 0.1)")
+    split.add_argument("--min-train", type=int, default=SPLIT_DEFAULTS["min_train"],
+                       help="training interactions a test user keeps (default 1)")
     split.add_argument("--seed", type=int, default=SPLIT_DEFAULTS["seed"])
     data_options(split)
 
