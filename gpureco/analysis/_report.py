@@ -334,8 +334,8 @@ def write_report(results, path="gpureco_report.html", *, activity=None, title="g
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm", ".md"):
         raise ValueError(f"'path' must end in .html or .md; got {str(path)!r}.")
-    if blocked_files_folder(path):
-        raise ValueError(f"'path' {str(path)!r}: {files_folder_problem(blocked_files_folder(path))}")
+    if files_folder_problem(path):
+        raise ValueError(f"'path' {str(path)!r}: {files_folder_problem(path)}")
     items = None
     if lists is not None:
         if popularity is None or X_test is None:
@@ -394,13 +394,12 @@ def files_folder(path):
     return Path(path).with_name(Path(path).stem + "_files")
 
 
-def blocked_files_folder(path):
-    """The folder of a Markdown report where a file of that name is in the way (checked before any work), else None."""
+def files_folder_problem(path):
+    """What is wrong where a Markdown report's folder would be a file of that name (checked before any work), else
+    None."""
     folder = files_folder(path)
-    return folder if Path(path).suffix.lower() == ".md" and folder.exists() and not folder.is_dir() else None
-
-
-def files_folder_problem(folder):
+    if Path(path).suffix.lower() != ".md" or not folder.exists() or folder.is_dir():
+        return None
     return (f"a Markdown report puts its images and tables in {str(folder)!r}, which is a file; move it, or choose "
             "another name or an .html report.")
 

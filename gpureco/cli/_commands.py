@@ -25,8 +25,7 @@ from .._evaluate import evaluate
 from .._lists import evaluate_lists
 from .._recometrics import calc_reco_metrics
 from .._top_k import top_k
-from ..analysis._report import (blocked_files_folder, files_folder_problem, latex_table, metric_columns, model_summary,
-                                write_report)
+from ..analysis._report import files_folder_problem, latex_table, metric_columns, model_summary, write_report
 from ..analysis._stats import compare
 from ..data import _io
 from ..data._interactions import DUPLICATES, IdMap, RowError, combine_duplicates, from_csr, to_csr
@@ -35,7 +34,7 @@ from ._progress import Progress, chunks
 from ._views import item_views
 from ..data._split import split_reco_train_test
 from ..data._splitters import split_k_fold_users, split_last_per_user, split_leave_k_out, split_time_cutoff
-from ..engine._backend import GpuUnavailable
+from ..engine._backend import GpuUnavailable, is_device_name
 from ..engine._conventions import Options
 from ..engine._registry import (BEYOND_METRICS, CONVENTIONS, GAINS, METRICS, NAN_REASONS, NotAvailableHere,
                                 column_name, parse_metrics)
@@ -407,13 +406,13 @@ def _check_outputs(args, outputs):
         if path is not None:  # ('': an error, as any path without a suffix)
             _io.check_output(path, suffixes, what)
             _check_not_an_input(args, path, what)
-            if suffixes is REPORT_OUT and blocked_files_folder(path):
-                raise UsageError(f"{path}: the {what}: {files_folder_problem(blocked_files_folder(path))}")
+            if suffixes is REPORT_OUT and files_folder_problem(path):
+                raise UsageError(f"{path}: the {what}: {files_folder_problem(path)}")
 
 
 def _check_device(args):
     """--device as the API takes it (auto, cpu, gpu, cuda:N), before any work."""
-    if not re.fullmatch(r"auto|cpu|gpu|cuda:\d+", args.device):
+    if not is_device_name(args.device):
         raise UsageError(f"--device must be auto, cpu, gpu or cuda:N (N: a CUDA device number); got {args.device!r}.")
 
 
@@ -608,12 +607,13 @@ def _check_split_options(args):
         raise UsageError(f"--method time-cutoff takes '--cutoff' or '--fraction', not both; got --cutoff "
                          f"{args.cutoff!r} and --fraction {args.fraction}.")
     takes = _SPLIT_OPTIONS[args.method]
+
+    def flag(name):  # min_train: --min-train
+        return ("-" if len(name) == 1 else "--") + name.replace("_", "-")
     for name, default in SPLIT_DEFAULTS.items():  # an option given that the method does not read
         if name not in takes and getattr(args, name) != default:
-            shown = ", ".join(("-" if len(o) == 1 else "--") + o.replace("_", "-") for o in takes)
-            option = ("-" if len(name) == 1 else "--") + name.replace("_", "-")
-            raise UsageError(f"'{option}' does not apply to --method {args.method} (which takes {shown}); got "
-                             f"{option} {getattr(args, name)!r}.")
+            raise UsageError(f"'{flag(name)}' does not apply to --method {args.method} (which takes "
+                             f"{', '.join(map(flag, takes))}); got {flag(name)} {getattr(args, name)!r}.")
 
 
 def _split_parts(args, data):

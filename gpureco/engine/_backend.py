@@ -122,6 +122,11 @@ def cupy():
     return module
 
 
+def is_device_name(device):
+    """Whether `device` is one of DEVICES' forms: "auto", "cpu", "gpu" or "cuda:N"."""
+    return isinstance(device, str) and re.fullmatch(r"auto|cpu|gpu|cuda:\d+", device) is not None
+
+
 def resolve_device(device):
     """("cpu", None) or ("gpu", device id) for a `device` argument.
 
@@ -130,7 +135,7 @@ def resolve_device(device):
     without one.
     """
     global _warned
-    if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or re.fullmatch(r"cuda:\d+", device)):
+    if not is_device_name(device):
         raise ValueError(f"'device' must be one of {', '.join(map(repr, DEVICES))}; got {device!r}.")
     if device == "cpu":
         return "cpu", None

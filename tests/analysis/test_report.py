@@ -48,6 +48,15 @@ def test_markdown_with_images_beside_it(results, tmp_path):
     assert "](r_files/figure1.png)" in text
 
 
+def test_a_file_where_the_markdown_folder_goes_is_refused_before_any_work(results, tmp_path, monkeypatch):
+    (tmp_path / "r_files").write_text("in the way")
+    monkeypatch.setattr(_report, "results_table", lambda *a: pytest.fail("the report was begun"))
+    with pytest.raises(ValueError, match=r"^'path' '.*r\.md': a Markdown report puts its images and tables in "
+                                         r"'.*r_files', which is a file"):
+        gpureco.write_report(results[0], tmp_path / "r.md")
+    assert (tmp_path / "r_files").read_text() == "in the way" and not (tmp_path / "r.md").exists()
+
+
 def test_without_matplotlib_the_report_says_what_is_missing(results, tmp_path, monkeypatch):
     real = _optional.package
 
