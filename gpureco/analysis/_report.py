@@ -334,8 +334,9 @@ def write_report(results, path="gpureco_report.html", *, activity=None, title="g
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm", ".md"):
         raise ValueError(f"'path' must end in .html or .md; got {str(path)!r}.")
-    if files_folder_problem(path):
-        raise ValueError(f"'path' {str(path)!r}: {files_folder_problem(path)}")
+    problem = files_folder_problem(path)
+    if problem:
+        raise ValueError(f"'path' {str(path)!r}: {problem}")
     items = None
     if lists is not None:
         if popularity is None or X_test is None:

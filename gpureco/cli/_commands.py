@@ -406,8 +406,9 @@ def _check_outputs(args, outputs):
         if path is not None:  # ('': an error, as any path without a suffix)
             _io.check_output(path, suffixes, what)
             _check_not_an_input(args, path, what)
-            if suffixes is REPORT_OUT and files_folder_problem(path):
-                raise UsageError(f"{path}: the {what}: {files_folder_problem(path)}")
+            problem = files_folder_problem(path) if suffixes is REPORT_OUT else None
+            if problem:
+                raise UsageError(f"{path}: the {what}: {problem}")
 
 
 def _check_device(args):
