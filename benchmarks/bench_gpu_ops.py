@@ -149,8 +149,9 @@ Device.__module__ = "cupy"  # so that gpureco takes it for a device array
 
 
 def counting_cupy(stub_kernels=False):
-    """The model's cupy, counting; with stub_kernels, a launch is counted but does nothing (host
-    time at sizes the NumPy kernels would take minutes over; the numbers are then meaningless)."""
+    """The model's cupy, counting; with stub_kernels, a launch, and a matmul (cuBLAS's tile), is
+    counted but does nothing (host time at sizes the NumPy kernels would take minutes over; the
+    numbers are then meaningless: a stubbed kernel leaves its outputs as they were)."""
     cupy = gpu_model.fake_cupy()
     cupy.ndarray = Device
     for name in dir(np):
@@ -160,6 +161,10 @@ def counting_cupy(stub_kernels=False):
 
         def call(*args, _f=value, _name=name, **kwargs):
             _count("ops", _name)
+            if stub_kernels and _name == "matmul":  # (the tile's NumPy product of stale buffers took minutes)
+                out = kwargs.get("out")
+                return out if out is not None else _device(np.zeros(np.broadcast_shapes(args[0].shape[:-1] + (1,),
+                                                                                          args[1].shape[-1:]), args[0].dtype))
             if _name in SIZE_DEPENDENT:
                 _count("syncs", _name)
             if _name in ("asarray", "array", "ascontiguousarray") and args and not isinstance(args[0], Device):
@@ -190,15 +195,52 @@ def counting_cupy(stub_kernels=False):
     return cupy
 
 
+# host time by phase: gpureco's functions whose host time (less the model's device time inside) is summed
+PHASES = {"validation": (("gpureco._validation", "interactions"), ("gpureco._validation", "check_disjoint"),
+                         ("gpureco._validation", "factors_on")),
+          "metrics": (("gpureco.engine._engine", "_part_metrics"), ("gpureco.engine._engine", "nan_counts"))}
+PHASE_TIME = collections.Counter()
+
+
+@contextlib.contextmanager
+def timed_phases():
+    """PHASES' functions timed into PHASE_TIME while inside (their modules' attributes replaced:
+    gpureco calls them through their modules)."""
+    saved = []
+    for phase, functions in PHASES.items():
+        for module_name, name in functions:
+            module = sys.modules[module_name]
+            function = getattr(module, name)
+
+            def timed(*args, _f=function, _phase=phase, **kwargs):
+                device, start = DEVICE_TIME[0], time.perf_counter()
+                try:
+                    return _f(*args, **kwargs)
+                finally:
+                    PHASE_TIME[_phase] += time.perf_counter() - start - (DEVICE_TIME[0] - device)
+            saved.append((module, name, function))
+            setattr(module, name, timed)
+    try:
+        yield
+    finally:
+        for module, name, function in saved:
+            setattr(module, name, function)
+
+
 def host_ms(call, repeat):
-    """The median host time of `call` in milliseconds: wall time less the model's device time."""
-    times = []
-    for _ in range(repeat):
-        DEVICE_TIME[0] = 0.0
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start - DEVICE_TIME[0])
-    return statistics.median(times) * 1e3
+    """The median host time of `call` in milliseconds: wall time less the model's device time;
+    and {phase: median ms} of PHASES' share of it."""
+    times, phases = [], collections.defaultdict(list)
+    with timed_phases():
+        for _ in range(repeat):
+            DEVICE_TIME[0] = 0.0
+            PHASE_TIME.clear()
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start - DEVICE_TIME[0])
+            for phase in PHASES:
+                phases[phase].append(PHASE_TIME[phase])
+    return statistics.median(times) * 1e3, {phase: statistics.median(v) * 1e3 for phase, v in phases.items()}
 
 
 def main(argv=None):
@@ -207,8 +249,8 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (host ms: their median)")
     parser.add_argument("--stub-kernels", action="store_true",
                         help="launches counted but not run: host ms at bench_gpu's sizes (10000x1000000x128)")
-    parser.add_argument("--modes", default="tiles,fused", help="tiles (cuBLAS tiles; the model multiplies them "
-                        "even with --stub-kernels), fused")
+    parser.add_argument("--modes", default="tiles,fused", help="tiles (cuBLAS tiles; the model multiplies them, "
+                        "but for --stub-kernels), fused")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
     from gpureco.engine import _backend, _gpu
@@ -243,30 +285,38 @@ def main(argv=None):
                     finally:
                         COUNTING[0] = False
                     host = {out: host_ms(calls(out)[what], args.repeat) for out in ("numpy", "pandas")}
+                    (host_numpy, phases), host_pandas = host["numpy"], host["pandas"][0]
                 finally:
                     _gpu.FUSED = False
                 rows.append(dict(users=users, items=items, factors=factors, mode=mode, call=what,
                                  ops=sum(COUNTS["ops"].values()), launches=sum(COUNTS["launches"].values()),
-                                 syncs=sum(COUNTS["syncs"].values()), host_ms_numpy=host["numpy"],
-                                 host_ms_pandas=host["pandas"], ops_by_name=dict(COUNTS["ops"].most_common()),
+                                 syncs=sum(COUNTS["syncs"].values()), host_ms_numpy=host_numpy,
+                                 host_ms_pandas=host_pandas, host_ms_by_phase=phases,
+                                 ops_by_name=dict(COUNTS["ops"].most_common()),
                                  launches_by_name=dict(COUNTS["launches"]), syncs_by_name=dict(COUNTS["syncs"])))
     lines = ["# Device operations and host synchronisations per call (NumPy model of the device)", "",
              f"Date {dt.date.today().isoformat()}, commit {git_commit()}; `python benchmarks/bench_gpu_ops.py "
              f"{' '.join(argv if argv is not None else sys.argv[1:])}`. "
-             + ("Kernels stubbed (--stub-kernels): launches counted, not run. " if args.stub_kernels else "") +
+             + ("Kernels stubbed (--stub-kernels): launches and matmuls counted, not run. " if args.stub_kernels else "") +
              "All ten metrics at K = 10, factors on the device. Host ms: the median over "
              f"{args.repeat} calls of the call's time less the time inside the model's device operations, "
              f"launches and synchronisations, on this machine ({platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs): validation, the engine's Python, the metrics and the output "
              "(numpy arrays, or a pandas DataFrame). It leaves out CuPy's own time per operation "
-             "(some microseconds each on a GPU) and the device's.", "",
+             "(some microseconds each on a GPU) and the device's. Of the numpy output's host ms: "
+             "validation (the interactions' copies and checks, their disjointness, the factors' checks: all "
+             "before the first launch on a GPU) and metrics (the metrics of each batch's part, from its ranks, "
+             "and the NaN counts: a part's while the device ranks the next batch, the last part's after the last "
+             "kernel); the rest is the engine's Python around the launches and the output.", "",
              "| users x items x F | mode | call | array ops | launches | syncs | syncs by kind | host ms (numpy) "
-             "| host ms (pandas) |",
-             "|---|---|---|---:|---:|---:|---|---:|---:|"]
+             "| of it: validation | of it: metrics | host ms (pandas) |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in rows:
+        phases = r["host_ms_by_phase"]
         lines.append(f"| {r['users']:,} x {r['items']:,} x {r['factors']} | {r['mode']} | {r['call']} | {r['ops']} | "
                      f"{r['launches']} | {r['syncs']} | {', '.join(f'{k} {v}' for k, v in r['syncs_by_name'].items())} | "
-                     f"{r['host_ms_numpy']:.2f} | {r['host_ms_pandas']:.2f} |")
+                     f"{r['host_ms_numpy']:.2f} | {phases['validation']:.2f} | {phases['metrics']:.2f} | "
+                     f"{r['host_ms_pandas']:.2f} |")
     text = "\n".join(lines)
     print(text)
     stem = write_results(args.out, f"gpu_ops_{dt.date.today().isoformat()}" + ("_stub" if args.stub_kernels else ""),
